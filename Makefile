@@ -1,0 +1,49 @@
+# graviton.llama_rpc developer entry points. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+LLAMA_RPC_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/graviton-llama-rpc
+export LLAMA_RPC_CACHE STAGES SCENARIOS
+
+# Runs a command inside the prepared test bed environment (venv, collection path).
+IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
+
+.PHONY: help test lint sanity units molecule images venv demo demo-clean build constraints clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+test: ## Everything: test bed setup, ansible-lint, sanity, build, unit tests, every Molecule scenario
+	@bash tests/run.sh
+
+lint: ## ansible-lint (production profile) only
+	@$(MAKE) --no-print-directory test STAGES=lint
+
+sanity: ## ansible-test sanity only
+	@$(MAKE) --no-print-directory test STAGES=sanity
+
+units: ## pytest unit tests only
+	@$(MAKE) --no-print-directory test STAGES=units
+
+molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose)
+	@$(MAKE) --no-print-directory test STAGES=molecule
+
+images: ## Build the systemd base images (Debian bookworm and trixie) offline
+	@bash tests/bed/host.sh && bash tests/bed/images.sh
+
+venv: ## Create the test virtualenv and print its path
+	@bash tests/bed/venv.sh
+
+build: ## Build the collection tarball into the current directory
+	@$(IN_BED) ansible-galaxy collection build --force .
+
+demo: ## Bring up the local cluster (today: the test bed only, see the output)
+	@bash tests/demo.sh up
+
+demo-clean: ## Remove what make demo brought up
+	@bash tests/demo.sh down
+
+constraints: ## Re-freeze requirements/constraints.txt after changing a pin
+	@bash tests/bed/constraints.sh
+
+clean: ## Remove this checkout's Molecule state and built tarballs (caches are kept)
+	rm -rf .ansible graviton-llama_rpc-*.tar.gz

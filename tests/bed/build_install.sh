@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The collection as users get it: `ansible-galaxy collection build`, then install that tarball offline
+# into an empty path, and check that its content is there and the build-ignored files are not.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+ansible-galaxy collection build "$REPO_ROOT" --output-path "$work" --force
+tarball=$(ls "$work"/graviton-llama_rpc-*.tar.gz)
+ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-galaxy collection install --offline -p "$work/installed" "$tarball"
+installed="$work/installed/ansible_collections/graviton/llama_rpc"
+for must in MANIFEST.json FILES.json README.md LICENSE meta/runtime.yml; do
+  [ -e "$installed/$must" ] || { echo "installed collection lacks $must" >&2; exit 1; }
+done
+for mustnot in molecule tests requirements .ci Makefile; do
+  [ ! -e "$installed/$mustnot" ] || { echo "installed collection carries $mustnot (add it to build_ignore)" >&2; exit 1; }
+done
+ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-galaxy collection list graviton.llama_rpc
+echo "built and installed offline: $(basename "$tarball"), $(du -h "$tarball" | cut -f1)"

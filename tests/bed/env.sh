@@ -1,0 +1,18 @@
+# shellcheck shell=bash
+# The environment every test-bed command runs in (sourced after lib.sh, with VENV set).
+# The collection under test is found through ANSIBLE_COLLECTIONS_PATH: a link per checkout in the
+# cache points at this working tree, so edits are tested as they are, without a build/install step.
+_collections="$LLAMA_RPC_CACHE/collections/$(printf %s "$REPO_ROOT" | sha256sum | cut -c1-12)"
+mkdir -p "$_collections/ansible_collections/graviton"
+ln -sfn "$REPO_ROOT" "$_collections/ansible_collections/graviton/llama_rpc"
+
+export PATH="$VENV/bin:$PATH"
+export ANSIBLE_COLLECTIONS_PATH="$_collections"
+export ANSIBLE_INJECT_FACT_VARS=False
+export ANSIBLE_PIPELINING=True
+export ANSIBLE_NOCOLOR=${ANSIBLE_NOCOLOR:-1}
+export ANSIBLE_FORCE_COLOR=${ANSIBLE_FORCE_COLOR:-0}
+export PY_COLORS=0
+# Shared between scenarios and runs: compiler cache and built artifacts (mounted into containers).
+export LLAMA_RPC_BUILD_CACHE="$LLAMA_RPC_CACHE/build"
+mkdir -p "$LLAMA_RPC_BUILD_CACHE"

@@ -1,0 +1,22 @@
+# shellcheck shell=bash
+# Shared helpers for the test bed scripts (sourced, not run).
+# Everything the test bed keeps between runs (venv, base images' recipe, dockerd log, build caches)
+# lives under LLAMA_RPC_CACHE so that a fresh clone reuses it.
+LLAMA_RPC_CACHE="${LLAMA_RPC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/graviton-llama-rpc}"
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export LLAMA_RPC_CACHE REPO_ROOT
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf '\nERROR: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+docker_answers() { timeout 10 docker info >/dev/null 2>&1; }
+
+# apt-get update runs at most once per script run, and only when something must be installed.
+_apt_updated=""
+apt_install() {
+  [ -n "$_apt_updated" ] || { say "apt-get update"; DEBIAN_FRONTEND=noninteractive apt-get update -qq; _apt_updated=1; }
+  say "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}

@@ -1,0 +1,74 @@
+"""The collection's metadata says what the code does: dependencies, action groups, role specs."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.release import __version__ as ansible_core_version
+from ansible.module_utils.compat.version import LooseVersion
+
+ROOT = Path(__file__).resolve().parents[2]
+GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+RUNTIME = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir()) if (ROOT / "roles").is_dir() else []
+
+# A task key, module_defaults group or lookup naming a collection's plugin: namespace.collection.plugin
+FQCN_IN_YAML = re.compile(r"(?:^\s*(?:- )?|group/|lookup\(['\"]|query\(['\"])([a-z0-9_]+)\.([a-z0-9_]+)\.[a-z0-9_]+\b", re.M)
+FQCN_IN_PYTHON = re.compile(r"ansible_collections\.([a-z0-9_]+)\.([a-z0-9_]+)\.")
+BUILT_IN = {"ansible.builtin", "ansible.legacy", f"{GALAXY['namespace']}.{GALAXY['name']}"}
+
+
+def collections_used():
+    """Collections referenced by what ships (roles, playbooks, plugins), not by tests."""
+    used = set()
+    for folder in ("roles", "playbooks", "plugins"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".yml", ".yaml"):
+                used.update(".".join(m) for m in FQCN_IN_YAML.findall(path.read_text()))
+            elif path.suffix == ".py":
+                used.update(".".join(m) for m in FQCN_IN_PYTHON.findall(path.read_text()))
+    return used - BUILT_IN
+
+
+def test_galaxy_identity():
+    assert (GALAXY["namespace"], GALAXY["name"]) == ("graviton", "llama_rpc")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", GALAXY["version"])
+    assert GALAXY["license"] and (ROOT / "LICENSE").is_file()
+
+
+def test_galaxy_dependencies_are_exactly_what_the_code_uses():
+    declared = set(GALAXY.get("dependencies") or {})
+    used = collections_used()
+    assert declared == used, f"galaxy.yml declares {sorted(declared)} but roles/playbooks/plugins use {sorted(used)}"
+
+
+def test_build_ignores_test_and_ci_files():
+    ignored = set(GALAXY["build_ignore"])
+    for path in ("tests", "molecule", ".ci", "requirements", "Makefile"):
+        assert path in ignored, f"add {path} to build_ignore in galaxy.yml"
+
+
+def test_requires_ansible_admits_the_pinned_core():
+    bound = RUNTIME["requires_ansible"]
+    match = re.fullmatch(r">=(\d+\.\d+\.\d+)", bound)
+    assert match, f"requires_ansible {bound!r} should be a plain lower bound"
+    assert LooseVersion(ansible_core_version) >= LooseVersion(match.group(1))
+
+
+def test_action_group_lists_every_module():
+    modules = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+    assert sorted(RUNTIME["action_groups"]["llama_rpc"]) == modules
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_specs_mirror_defaults(role):
+    """meta/argument_specs.yml validates input before any task runs: it must know every default."""
+    defaults_file = ROOT / "roles" / role / "defaults" / "main.yml"
+    defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.exists() else {}
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"].get("options", {})
+    assert set(defaults or {}) == set(options), f"{role}: defaults and argument_specs list different variables"
+    for name, value in (defaults or {}).items():
+        assert name.startswith(f"{role}_"), f"{role}: public variable {name} lacks the role prefix"
+        assert options[name].get("default") == value, f"{role}: {name} default differs between defaults/ and argument_specs"
