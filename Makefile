@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help test lint sanity units molecule images venv demo demo-clean build constraints clean
+.PHONY: help test lint sanity units molecule images venv demo demo-clean build bench-build constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ venv: ## Create the test virtualenv and print its path
 
 build: ## Build the collection tarball into the current directory
 	@$(IN_BED) ansible-galaxy collection build --force .
+
+bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts vs 1, re-run vs first run
+	@bash tests/bench/run.sh tests.bench.build_once
 
 demo: ## Bring up the local cluster (today: the test bed only, see the output)
 	@bash tests/demo.sh up

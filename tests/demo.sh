@@ -11,8 +11,7 @@ VENV=$(bash tests/bed/venv.sh)
 case "${1:-up}" in
   up)
     bash tests/bed/images.sh
-    export LLAMA_RPC_TEST_PRIVILEGED=false
-    docker run --rm --privileged llama-rpc-testbed:bookworm true >/dev/null 2>&1 && LLAMA_RPC_TEST_PRIVILEGED=true
+    detect_privileged
     molecule create -s default
     molecule prepare -s default
     molecule converge -s default

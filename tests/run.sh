@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: prepares the test bed (host packages, dockerd, venv, base images), then runs every
-# check: ansible-lint, ansible-test sanity, the collection build/install, the pytest unit tests and
-# every Molecule scenario. A failed check does not stop the others; any failure makes the exit
+# check: ansible-lint, ansible-test sanity, the collection build/install, the pytest unit and
+# integration tests, and every Molecule scenario. A failed check does not stop the others; any failure makes the exit
 # non-zero. The last line is the summary.
 #   make test STAGES="lint units"       run only some checks
 #   make test SCENARIOS="default"       run only some Molecule scenarios
@@ -15,16 +15,9 @@ bash tests/bed/host.sh || exit 1
 VENV=$(bash tests/bed/venv.sh) || exit 1
 bash tests/bed/images.sh || exit 1
 . tests/bed/env.sh
+bash tests/bed/sources.sh || exit 1
 
-# Where the host allows it, containers run privileged (a normal workstation or CI runner). Where the
-# capability bounding set is short (this project's VMs lack CAP_SYS_RESOURCE), --privileged fails
-# with "unable to apply caps", and the scenarios fall back to SYS_ADMIN (+NET_ADMIN) capabilities.
-if docker run --rm --privileged llama-rpc-testbed:bookworm true >/dev/null 2>&1; then
-  export LLAMA_RPC_TEST_PRIVILEGED=true
-else
-  export LLAMA_RPC_TEST_PRIVILEGED=false
-  say "this host cannot run privileged containers: using the SYS_ADMIN/NET_ADMIN capability workaround"
-fi
+detect_privileged
 
 # --- checks ---
 passed=(); failed=()
@@ -39,6 +32,9 @@ wanted lint && run_stage lint ansible-lint
 wanted sanity && run_stage sanity bash tests/bed/sanity.sh
 wanted build && run_stage build bash tests/bed/build_install.sh
 wanted units && run_stage units python -m pytest -q tests/unit
+# Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
+# under qemu-user) and the roles' bad-input checks.
+wanted integration && run_stage integration python -m pytest -q -rs -s tests/integration
 if wanted molecule; then
   for scenario in ${SCENARIOS:-$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -rn1 basename | sort)}; do
     run_stage "molecule:$scenario" molecule test -s "$scenario"

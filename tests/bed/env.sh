@@ -16,3 +16,12 @@ export PY_COLORS=0
 # Shared between scenarios and runs: compiler cache and built artifacts (mounted into containers).
 export LLAMA_RPC_BUILD_CACHE="$LLAMA_RPC_CACHE/build"
 mkdir -p "$LLAMA_RPC_BUILD_CACHE"
+
+# The llama.cpp source the tests build, offline: the PyPI sdist of llama-cpp-python 0.3.36 carries
+# llama.cpp build b11312 (commit 0c1e57098) under vendor/llama.cpp. Pinned by sha256.
+export LLAMA_RPC_TEST_SDIST_PIN="llama-cpp-python==0.3.36"
+export LLAMA_RPC_TEST_ARCHIVE="$LLAMA_RPC_CACHE/sources/llama_cpp_python-0.3.36.tar.gz"
+export LLAMA_RPC_TEST_ARCHIVE_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+export LLAMA_RPC_TEST_ARCHIVE_SUBDIR=llama_cpp_python-0.3.36/vendor/llama.cpp
+export LLAMA_RPC_TEST_ARCHIVE_COMMIT=0c1e57098
+export LLAMA_RPC_TEST_LLAMA_VERSION=b11312

@@ -20,3 +20,18 @@ apt_install() {
   say "apt-get install $*"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
+
+# Containers run privileged where the host allows it (a normal workstation or CI runner). Where the
+# capability bounding set is short (this project's VMs lack CAP_SYS_RESOURCE), --privileged fails with
+# "unable to apply caps", and scenarios fall back to SYS_ADMIN (+NET_ADMIN) capabilities.
+# Sets LLAMA_RPC_TEST_PRIVILEGED=true|false (once; needs the base image).
+detect_privileged() {
+  [ -n "${LLAMA_RPC_TEST_PRIVILEGED:-}" ] && return 0
+  if docker run --rm --privileged llama-rpc-testbed:bookworm true >/dev/null 2>&1; then
+    LLAMA_RPC_TEST_PRIVILEGED=true
+  else
+    LLAMA_RPC_TEST_PRIVILEGED=false
+    say "this host cannot run privileged containers: using the SYS_ADMIN/NET_ADMIN capability workaround"
+  fi
+  export LLAMA_RPC_TEST_PRIVILEGED
+}

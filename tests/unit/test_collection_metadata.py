@@ -13,8 +13,12 @@ GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
 RUNTIME = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir()) if (ROOT / "roles").is_dir() else []
 
-# A task key, module_defaults group or lookup naming a collection's plugin: namespace.collection.plugin
-FQCN_IN_YAML = re.compile(r"(?:^\s*(?:- )?|group/|lookup\(['\"]|query\(['\"])([a-z0-9_]+)\.([a-z0-9_]+)\.[a-z0-9_]+\b", re.M)
+# A task key (namespace.collection.plugin:), module_defaults group or lookup naming a collection's plugin
+FQCN_IN_YAML = re.compile(
+    r"(?:^\s*(?:- )?([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z0-9_]+:(?:\s|$)"
+    r"|(?:group/|lookup\(['\"]|query\(['\"])([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z0-9_]+)",
+    re.M,
+)
 FQCN_IN_PYTHON = re.compile(r"ansible_collections\.([a-z0-9_]+)\.([a-z0-9_]+)\.")
 BUILT_IN = {"ansible.builtin", "ansible.legacy", f"{GALAXY['namespace']}.{GALAXY['name']}"}
 
@@ -25,7 +29,8 @@ def collections_used():
     for folder in ("roles", "playbooks", "plugins"):
         for path in (ROOT / folder).rglob("*"):
             if path.suffix in (".yml", ".yaml"):
-                used.update(".".join(m) for m in FQCN_IN_YAML.findall(path.read_text()))
+                for match in FQCN_IN_YAML.findall(path.read_text()):
+                    used.add(".".join(part for part in match if part))
             elif path.suffix == ".py":
                 used.update(".".join(m) for m in FQCN_IN_PYTHON.findall(path.read_text()))
     return used - BUILT_IN

@@ -1,0 +1,70 @@
+"""The build: one host compiled, both run the same verified binaries, the record tells the truth."""
+
+import json
+import os
+
+import pytest
+import testinfra.utils.ansible_runner
+
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
+testinfra_hosts = RUNNER.get_hosts("llama_build_hosts")
+PREFIX = "/opt/llama.cpp"
+COMPILER, RECEIVER = "llama-build-a", "llama-build-b"
+BINARIES = ["ggml-rpc-server", "llama-completion", "llama-server", "llama-bench"]
+
+
+def record(host):
+    return json.loads(host.file(f"{PREFIX}/current/build-record.json").content_string)
+
+
+def test_current_points_at_a_versioned_build(host):
+    current = host.file(f"{PREFIX}/current")
+    assert current.is_symlink
+    assert current.linked_to.startswith(f"{PREFIX}/{os.environ['LLAMA_RPC_TEST_LLAMA_VERSION']}-x86_64-")
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_binaries_are_installed_and_run(host, binary):
+    path = f"{PREFIX}/current/bin/{binary}"
+    assert host.file(path).mode == 0o755
+    # static ggml: only system libraries are linked, and all of them resolve
+    assert "not found" not in host.check_output(f"ldd {path}")
+
+
+def test_version_is_the_pinned_source(host):
+    out = host.run(f"{PREFIX}/current/bin/llama-completion --version")
+    assert f"(build 11312, commit {os.environ['LLAMA_RPC_TEST_ARCHIVE_COMMIT']})" in out.stdout + out.stderr
+
+
+def test_build_record(host):
+    rec = record(host)
+    assert rec["version"] == "b11312" and rec["build_number"] == 11312
+    assert rec["commit"] == os.environ["LLAMA_RPC_TEST_ARCHIVE_COMMIT"]
+    assert rec["rpc_protocol"] == "7.0.0"
+    assert rec["source"] == {
+        "type": "archive",
+        "location": os.environ["LLAMA_RPC_TEST_ARCHIVE"],
+        "sha256": os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"],
+        "subdir": os.environ["LLAMA_RPC_TEST_ARCHIVE_SUBDIR"],
+    }
+    assert rec["targets"] == BINARIES
+    assert "-DGGML_NATIVE=OFF" in rec["cmake_args"] and "-DGGML_RPC=ON" in rec["cmake_args"]
+    assert rec["cpu"]["architecture"] == "x86_64"
+    # the host's own flags decide the ISA options: AVX2 here is on exactly when the CPU has it
+    has_avx2 = " avx2 " in f" {host.check_output('grep -m1 ^flags /proc/cpuinfo')} "
+    assert ("-DGGML_AVX2=ON" in rec["cmake_args"]) == has_avx2
+    assert rec["compile"]["wall_seconds"] > 0 and rec["compile"]["cpu_seconds"] > 0
+    assert rec["os"]["distribution"] == "Debian"
+
+
+def test_one_host_compiled_for_both(host):
+    assert record(host)["built_on"] == COMPILER
+    compiler, receiver = RUNNER.get_host(COMPILER), RUNNER.get_host(RECEIVER)
+    assert compiler.run("ls /var/cache/llama.cpp/build-*.log").rc == 0
+    assert receiver.run("ls /var/cache/llama.cpp/build-*.log").rc != 0, "the receiver compiled too"
+    assert not receiver.package("cmake").is_installed, "the receiver got compilers it does not need"
+    assert record(compiler) == record(receiver)
+
+
+def test_nothing_is_left_staged(host):
+    assert host.run(f"ls -d {PREFIX}/.*.partial {PREFIX}/.*.unpack").rc != 0

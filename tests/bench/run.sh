@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs one benchmark module inside the prepared test bed: tests/bench/run.sh MODULE [ARGS...]
+# (for example tests.bench.build_once). Benchmarks print figures; they are not part of make test.
+set -euo pipefail
+. "$(dirname "$0")/../bed/lib.sh"
+cd "$REPO_ROOT"
+bash tests/bed/host.sh
+VENV=$(bash tests/bed/venv.sh)
+bash tests/bed/images.sh
+. tests/bed/env.sh
+bash tests/bed/sources.sh
+detect_privileged
+python -m "$@"

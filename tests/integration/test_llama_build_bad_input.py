@@ -1,0 +1,88 @@
+"""Bad input to llama_build fails with a message that names the variable to change, and nothing is
+installed. Real ansible-playbook runs against a real systemd container."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import docker
+import pytest
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import X86_OPTIONS, parse_cpuinfo
+from tests.tools import containers
+
+PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "llama_build.yml"
+NETWORK = "llama-rpc-badinput"
+HOST = "llama-rpc-badinput"
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    client = docker.from_env()
+    container = containers.start_host(client, HOST, NETWORK)
+    inventory = containers.inventory(tmp_path_factory.mktemp("inventory") / "hosts.ini", [HOST])
+    yield container, inventory
+    containers.remove(client, [container], NETWORK)
+
+
+def converge(host, tmp_path, **overrides):
+    container, inventory = host
+    extra = dict(containers.archive_source_vars(), llama_build_controller_cache=str(tmp_path / "builds"), **overrides)
+    result = subprocess.run(["ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra)],
+                            capture_output=True, text=True, timeout=600, check=False)
+    untouched = container.exec_run(["test", "!", "-e", "/opt/llama.cpp/current"]).exit_code == 0
+    return result, untouched
+
+
+def lacking_x86_option():
+    """An instruction-set option this machine's CPU cannot run (None when it has them all)."""
+    flags = set(parse_cpuinfo(Path("/proc/cpuinfo").read_text()).get("flags", "").split())
+    return next((option for option, needs in X86_OPTIONS if not set(needs) <= flags), None)
+
+
+CASES = {
+    "old pin": ({"llama_build_version": "b8000"}, ["older than b8492", "CVE-2026-34159", "llama_build_allow_vulnerable_version"]),
+    "not a release tag": ({"llama_build_version": "latest"}, ["llama_build_version=latest is not a llama.cpp release tag"]),
+    "unknown source": ({"llama_build_source": "svn"}, ["llama_build_source", "git, archive"]),
+    "wrong checksum": ({"llama_build_archive_sha256": "0" * 64}, ["llama_build_archive_sha256 says", "has sha256"]),
+    "checksum not hex": ({"llama_build_archive_sha256": "abc"}, ["llama_build_archive_sha256 (64 hex digits"]),
+    "missing archive": ({"llama_build_archive_src": "/nonexistent/llama.tar.gz"}, ["does not exist", "llama_build_archive_src"]),
+    "missing sub-directory": ({"llama_build_archive_subdir": "llama_cpp_python-0.3.36/vendor/nope"},
+                              ["llama_build_archive_subdir=llama_cpp_python-0.3.36/vendor/nope is not in"]),
+    "arm flags on x86": ({"llama_build_arm_arch": "armv9-a+i8mm+bf16"}, ["Check llama_build_arm_arch", "x86_64 host"]),
+    "full disk": ({"llama_build_min_free_compile_mb": 10 ** 9}, ["llama_build_work_dir=", "llama_build_min_free_compile_mb="]),
+    "no compiler": ({"llama_build_install_packages": False}, ["no compiler available", "llama_build_install_packages: true"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_refused_by_name(host, tmp_path, case):
+    overrides, messages = CASES[case]
+    result, untouched = converge(host, tmp_path, **overrides)
+    assert result.returncode != 0, f"{case}: the play succeeded"
+    for message in messages:
+        assert message in result.stdout, f"{case}: '{message}' not in the output:\n{result.stdout[-3000:]}"
+    assert untouched, f"{case}: /opt/llama.cpp/current was created"
+
+
+def test_flags_the_cpu_lacks_are_refused_by_name(host, tmp_path):
+    option = lacking_x86_option()
+    if option is None:
+        pytest.skip("this CPU has every x86 option ggml knows")
+    result, untouched = converge(host, tmp_path, llama_build_cmake_args=[f"-D{option}=ON"])
+    assert result.returncode != 0
+    assert "lacks:" in result.stdout and "check llama_build_cmake_args" in result.stdout and untouched
+
+
+def test_unknown_git_ref_is_refused_by_name(host, tmp_path):
+    """The git source path, against a real repository on the host (file://), at a tag it lacks."""
+    container = host[0]
+    setup = ("apt-get install -y -qq git >/dev/null && rm -rf /srv/llama.git /tmp/seed && git init -q /tmp/seed "
+             "&& git -C /tmp/seed -c user.email=t@t -c user.name=t commit -q --allow-empty -m seed "
+             "&& git -C /tmp/seed tag b11312 && git clone -q --bare /tmp/seed /srv/llama.git")
+    assert container.exec_run(["sh", "-c", setup]).exit_code == 0
+    result, untouched = converge(host, tmp_path, llama_build_source="git", llama_build_git_repo="file:///srv/llama.git",
+                                 llama_build_version="b99999")
+    assert result.returncode != 0
+    assert "Could not check out llama_build_version=b99999 from llama_build_git_repo=file:///srv/llama.git" in result.stdout
+    assert untouched

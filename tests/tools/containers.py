@@ -1,0 +1,46 @@
+"""Throwaway systemd hosts for tests and benchmarks that drive Ansible directly (not via Molecule):
+the same base images and container options as the Molecule scenarios."""
+
+import os
+
+IMAGE = "llama-rpc-testbed:bookworm"
+
+
+def start_host(client, name, network, image=IMAGE, volumes=None):
+    """Start one systemd container on a docker network and wait until it has booted."""
+    if not client.networks.list(names=[network]):
+        client.networks.create(network)
+    options = dict(image=image, command="/lib/systemd/systemd", detach=True, network=network, hostname=name,
+                   cgroupns="host", tmpfs={"/run": "", "/run/lock": "", "/tmp": ""}, stop_signal="SIGRTMIN+3",
+                   volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"}, **(volumes or {})})
+    if os.environ.get("LLAMA_RPC_TEST_PRIVILEGED") == "true":
+        options["privileged"] = True
+    else:
+        options["cap_add"] = ["SYS_ADMIN"]
+    container = client.containers.run(name=name, **options)
+    container.exec_run(["systemctl", "is-system-running", "--wait"])
+    return container
+
+
+def remove(client, containers, network):
+    for container in containers:
+        container.remove(force=True)
+    for net in client.networks.list(names=[network]):
+        net.remove()
+
+
+def inventory(path, names, group="all"):
+    path.write_text(f"[{group}]\n" + "".join(f"{name} ansible_connection=community.docker.docker\n" for name in names))
+    return path
+
+
+def archive_source_vars():
+    """The llama_build variables for the pinned test archive (tests/bed/env.sh)."""
+    return {
+        "llama_build_source": "archive",
+        "llama_build_version": os.environ["LLAMA_RPC_TEST_LLAMA_VERSION"],
+        "llama_build_archive_src": os.environ["LLAMA_RPC_TEST_ARCHIVE"],
+        "llama_build_archive_sha256": os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"],
+        "llama_build_archive_subdir": os.environ["LLAMA_RPC_TEST_ARCHIVE_SUBDIR"],
+        "llama_build_archive_commit": os.environ["LLAMA_RPC_TEST_ARCHIVE_COMMIT"],
+    }

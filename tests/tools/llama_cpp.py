@@ -1,0 +1,117 @@
+"""Build and run llama.cpp on the test machine itself (not through the roles): for the cross-build
+proof and for benchmarks that compare our deployment with binaries started by hand.
+
+The source is the pinned archive from tests/bed/env.sh; builds and the compiler cache live under
+LLAMA_RPC_BUILD_CACHE, so a re-run compiles nothing that did not change.
+"""
+
+import os
+import re
+import socket
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_CACHE = Path(os.environ.get("LLAMA_RPC_BUILD_CACHE", Path.home() / ".cache" / "graviton-llama-rpc" / "build"))
+TOOLCHAINS = Path(__file__).resolve().parent / "toolchains"
+
+
+def fixed_cmake_args():
+    """The CMake arguments the llama_build role always uses (one place: the role's vars)."""
+    role_vars = yaml.safe_load((ROOT / "roles" / "llama_build" / "vars" / "main.yml").read_text())
+    return list(role_vars["_llama_build_fixed_cmake_args"])
+
+
+def source_dir():
+    """The llama.cpp tree of the pinned test archive, unpacked once into the build cache."""
+    archive = Path(os.environ["LLAMA_RPC_TEST_ARCHIVE"])
+    subdir = os.environ["LLAMA_RPC_TEST_ARCHIVE_SUBDIR"].rstrip("/")
+    dest = BUILD_CACHE / "src" / os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"][:12]
+    tree = dest / subdir
+    if not (tree / "CMakeLists.txt").exists():
+        partial = dest.with_name(dest.name + ".partial")
+        subprocess.run(["rm", "-rf", str(partial)], check=True)
+        partial.mkdir(parents=True)
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.name == subdir or m.name.startswith(subdir + "/")]
+            tar.extractall(partial, members=members, filter="data")
+        subprocess.run(["rm", "-rf", str(dest)], check=True)
+        partial.rename(dest)
+    return tree
+
+
+def _ccache_dir(toolchain):
+    """Native builds share the compiler cache of the containers of the same Debian release (same gcc
+    package, same flags, same layout under the cache base: hits instead of a second cold compile);
+    cross builds have their own."""
+    if toolchain:
+        return BUILD_CACHE / f"ccache-{Path(toolchain).stem}"
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    return BUILD_CACHE / f"ccache-{release.get('VERSION_CODENAME', 'host').strip(chr(34))}"
+
+
+def build(name, cpu_cmake_args, targets, toolchain=None):
+    """Configure and build llama.cpp into BUILD_CACHE/host-builds/NAME; return its bin directory."""
+    build_dir = BUILD_CACHE / "host-builds" / name
+    # the same ccache settings as the llama_build role's build script
+    env = dict(os.environ, CCACHE_DIR=str(_ccache_dir(toolchain)), CCACHE_BASEDIR=str(BUILD_CACHE),
+               CCACHE_MAXSIZE="5G", CCACHE_COMPILERCHECK="content")
+    version = os.environ["LLAMA_RPC_TEST_LLAMA_VERSION"]
+    args = fixed_cmake_args() + [f"-DLLAMA_BUILD_NUMBER={version[1:]}",
+                                 f"-DLLAMA_BUILD_COMMIT={os.environ['LLAMA_RPC_TEST_ARCHIVE_COMMIT']}"] + list(cpu_cmake_args)
+    if toolchain:
+        args.append(f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / toolchain}")
+    log = build_dir.with_suffix(".log")
+    build_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        for command in (["cmake", "-S", str(source_dir()), "-B", str(build_dir)] + args,
+                        ["cmake", "--build", str(build_dir), "--parallel", str(os.cpu_count()), "--target"] + list(targets)):
+            if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode:
+                raise RuntimeError(f"building {name} failed, see {log}:\n" + "".join(log.read_text().splitlines(True)[-25:]))
+    return build_dir / "bin"
+
+
+def system_info(log_text):
+    """{feature: value} from llama.cpp's system_info line ('... | CPU : NEON = 1 | SVE_CNT = 16 | ...')."""
+    line = re.search(r"system_info:.*", log_text)
+    if not line:
+        return {}
+    return dict(re.findall(r"([A-Z0-9_]+) = (\w+)", line.group(0)))
+
+
+def perf(log_text):
+    """Timing figures from common_perf_print: load_ms, prompt (tokens, tok/s), eval (runs, tok/s)."""
+    figures = {}
+    load = re.search(r"load time =\s+([\d.]+) ms", log_text)
+    prompt = re.search(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens \(.*?([\d.]+) tokens per second", log_text)
+    generation = re.search(r"\s eval time =\s+[\d.]+ ms /\s+(\d+) runs\s+\(.*?([\d.]+) tokens per second", log_text)
+    if load:
+        figures["load_ms"] = float(load.group(1))
+    if prompt:
+        figures["prompt_tokens"], figures["prompt_tps"] = int(prompt.group(1)), float(prompt.group(2))
+    if generation:
+        figures["eval_runs"], figures["eval_tps"] = int(generation.group(1)), float(generation.group(2))
+    return figures
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port, process, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the process listening on {port} exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
