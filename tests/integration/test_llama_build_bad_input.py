@@ -77,7 +77,7 @@ def test_flags_the_cpu_lacks_are_refused_by_name(host, tmp_path):
 def test_unknown_git_ref_is_refused_by_name(host, tmp_path):
     """The git source path, against a real repository on the host (file://), at a tag it lacks."""
     container = host[0]
-    setup = ("apt-get install -y -qq git >/dev/null && rm -rf /srv/llama.git /tmp/seed && git init -q /tmp/seed "
+    setup = ("apt-get update -qq && apt-get install -y -qq git >/dev/null && rm -rf /srv/llama.git /tmp/seed && git init -q /tmp/seed "
              "&& git -C /tmp/seed -c user.email=t@t -c user.name=t commit -q --allow-empty -m seed "
              "&& git -C /tmp/seed tag b11312 && git clone -q --bare /tmp/seed /srv/llama.git")
     assert container.exec_run(["sh", "-c", setup]).exit_code == 0

@@ -1,0 +1,87 @@
+"""The RPC workers: hardened, bound to the private address, reachable from the master only, self-healing."""
+
+import os
+import re
+import time
+
+import testinfra.utils.ansible_runner
+
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
+WORKERS = RUNNER.get_hosts("llama_workers")
+testinfra_hosts = WORKERS
+UNIT = "llama-rpc-worker@main.service"
+PORT = 50052
+
+
+def address(host):
+    return host.interface.default().addresses[0]
+
+
+def connect(from_host, to_address, timeout=3):
+    """Whether from_host gets a TCP connection to to_address:PORT ('ok', or the error)."""
+    script = ("import socket,sys\n"
+              f"try:\n socket.create_connection(('{to_address}', {PORT}), timeout={timeout}).close(); print('ok')\n"
+              "except Exception as e:\n print(type(e).__name__)")
+    return from_host.check_output(f'python3 -c "{script}"')
+
+
+def test_unit_enabled_active_unprivileged(host):
+    service = host.service(UNIT)
+    assert service.is_enabled and service.is_running
+    pid = host.check_output(f"systemctl show -p MainPID --value {UNIT}")
+    assert host.check_output(f"ps -o user= -p {pid}").strip() == "llama-rpc"
+    assert host.user("llama-rpc").shell == "/usr/sbin/nologin"
+
+
+def test_listens_only_on_the_private_address(host):
+    listeners = host.check_output(f"ss -Hltn 'sport = :{PORT}'")
+    assert f"{address(host)}:{PORT}" in listeners
+    assert f"0.0.0.0:{PORT}" not in listeners and f"*:{PORT}" not in listeners
+
+
+def test_threads_and_cache(host):
+    env = host.file("/etc/llama-rpc-worker/main.env").content_string
+    assert f"RPC_WORKER_THREADS={host.check_output('nproc')}" in env and "-c" in env
+    cache = host.file("/var/cache/llama-rpc-worker/main")
+    assert cache.is_directory and cache.user == "llama-rpc" and cache.mode == 0o700
+
+
+def test_master_probe_sees_protocol_and_memory(host):
+    master = RUNNER.get_host(RUNNER.get_hosts("llama_master")[0])
+    result = master.ansible("graviton.llama_rpc.rpc_probe", f"workers={address(host)}:{PORT} timeout=10", check=False)
+    worker = result["workers"][0]
+    assert worker["state"] == "ok", worker
+    assert worker["protocol"] == "7.0.0"
+    assert worker["devices"] and worker["devices"][0]["total"] > 0 and worker["free_total"] > 0
+
+
+def test_outsider_is_refused_or_dropped_and_master_gets_in(host):
+    outsider = RUNNER.get_host(RUNNER.get_hosts("outsiders")[0])
+    master = RUNNER.get_host(RUNNER.get_hosts("llama_master")[0])
+    assert connect(outsider, address(host)) in ("timeout", "ConnectionRefusedError", "TimeoutError")
+    assert connect(master, address(host)) == "ok"
+    rules = host.check_output("nft list table inet llama_rpc_worker")
+    assert address(master) in rules and "drop" in rules
+
+
+def test_killed_worker_is_back_within_5_seconds(host):
+    old_pid = host.check_output(f"systemctl show -p MainPID --value {UNIT}")
+    host.run(f"kill -9 {old_pid}")
+    killed = time.monotonic()
+    while time.monotonic() - killed < 10:
+        pid = host.check_output(f"systemctl show -p MainPID --value {UNIT}")
+        if pid not in ("0", old_pid) and f":{PORT}" in host.check_output(f"ss -Hltn 'sport = :{PORT}'"):
+            break
+        time.sleep(0.2)
+    back_after = time.monotonic() - killed
+    print(f"{host.backend.get_hostname()}: worker back {back_after:.1f}s after kill -9")
+    assert back_after < 5
+    journal = host.check_output(f"journalctl -u {UNIT} --no-pager -n 50")
+    assert "status=9/KILL" in journal and "Scheduled restart job" in journal
+
+
+def test_systemd_security_exposure(host):
+    out = host.check_output(f"systemd-analyze security {UNIT} --no-pager")
+    exposure = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", out).group(1))
+    print(f"{host.backend.get_hostname()}: systemd-analyze security exposure {exposure}")
+    assert exposure <= 2.0
