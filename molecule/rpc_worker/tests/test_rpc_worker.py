@@ -4,6 +4,7 @@ import os
 import re
 import time
 
+import testinfra
 import testinfra.utils.ansible_runner
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
@@ -47,7 +48,9 @@ def test_threads_and_cache(host):
 
 
 def test_master_probe_sees_protocol_and_memory(host):
-    master = RUNNER.get_host(RUNNER.get_hosts("llama_master")[0])
+    # the ansible backend, which can run our module on the master
+    master = testinfra.get_host(f"ansible://{RUNNER.get_hosts('llama_master')[0]}"
+                                f"?ansible_inventory={os.environ['MOLECULE_INVENTORY_FILE']}")
     result = master.ansible("graviton.llama_rpc.rpc_probe", f"workers={address(host)}:{PORT} timeout=10", check=False)
     worker = result["workers"][0]
     assert worker["state"] == "ok", worker
