@@ -59,9 +59,10 @@ def test_a_busy_worker_times_out_and_serves_again_after(worker, capsys):
     finally:
         holder.close()
     # the connection the probe left behind is served (and dropped) next; then the worker is free again
-    for _ in range(20):
+    for attempt in range(20):
         result = run_module(rpc_probe.main, capsys, workers=[worker], timeout=2.0)
         if result["workers"][0]["state"] == "ok":
+            print(f"the worker was free again at probe {attempt + 1}")
             break
     assert result["workers"][0]["state"] == "ok"
 
@@ -93,7 +94,7 @@ def test_something_else_on_the_port_is_the_wrong_protocol(capsys):
 
 
 def test_a_master_of_another_major_version_cannot_use_the_worker(worker, capsys):
-    major = int(source_protocol_version().split(".")[0])
+    major = int(source_protocol_version().split(".", maxsplit=1)[0])
     result = run_module(rpc_probe.main, capsys, workers=[worker], protocol_version=f"{major + 1}.0.0")
     probed = result["workers"][0]
     assert probed["state"] == "wrong_protocol" and probed["compatible"] is False

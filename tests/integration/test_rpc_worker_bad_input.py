@@ -1,0 +1,77 @@
+"""Bad input to rpc_worker fails with a message that names the variable to change, before any change
+on the host. Real ansible-playbook runs against a real systemd container."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.tools import containers
+
+PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "rpc_worker.yml"
+NETWORK = "llama-rpc-worker-badinput"
+HOST = "llama-rpc-worker-badinput"
+# Preflight fails before the worker program is needed; the master's address is given explicitly.
+BASE = {"rpc_worker_binary": "/opt/llama.cpp/current/bin/ggml-rpc-server", "rpc_worker_allowed_sources": ["10.9.9.9"]}
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    client = docker.from_env()
+    container = containers.start_host(client, HOST, NETWORK)
+    inventory = containers.inventory(tmp_path_factory.mktemp("inventory") / "hosts.ini", [HOST])
+    yield container, inventory
+    containers.remove(client, [container], NETWORK)
+
+
+def converge(host, **overrides):
+    container, inventory = host
+    extra = dict(BASE, **overrides)
+    result = subprocess.run(["ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra)],
+                            capture_output=True, text=True, timeout=600, check=False)
+    untouched = container.exec_run(["sh", "-c", "! getent passwd llama-rpc && ! test -e /etc/llama-rpc-worker"]).exit_code == 0
+    return result, untouched
+
+
+CASES = {
+    "port out of range": ({"rpc_worker_port": 70000}, ["rpc_worker_port=70000 must be from 1 to 65535"]),
+    "instance port out of range": ({"rpc_worker_instances": [{"name": "a", "port": 0}]}, ["needs a name", "a port from 1 to 65535"]),
+    "duplicate instance ports": ({"rpc_worker_instances": [{"name": "a", "port": 50052}, {"name": "b", "port": 50052}]},
+                                 ["each instance needs its own name and its own port"]),
+    "threads below 1": ({"rpc_worker_threads": 0}, ["rpc_worker_threads=0: a worker needs at least 1 thread"]),
+    "bind address not on the host": ({"rpc_worker_bind_address": "10.123.45.67"},
+                                     ["rpc_worker_bind_address=10.123.45.67 is not an address of"]),
+    "every interface without the override": ({"rpc_worker_bind_address": "0.0.0.0"},
+                                             ["unauthenticated", "rpc_worker_allow_any_address: true"]),
+    "cache directory that cannot be created": ({"rpc_worker_cache_dir": "/proc/llama-cache"},
+                                               ["rpc_worker_cache_dir=/proc/llama-cache cannot be created"]),
+    "more than 16 workers": ({"rpc_worker_instances": [{"name": f"w{i}", "port": 50100 + i} for i in range(17)]},
+                             ["sets up 17 RPC worker instances; one llama.cpp master uses 1 to 16"]),
+    "firewall without a master": ({"rpc_worker_allowed_sources": []},
+                                  ["The firewall would let no master in", "rpc_worker_allowed_sources"]),
+    "no worker program": ({"rpc_worker_binary": ""}, ["run the graviton.llama_rpc.llama_build role", "rpc_worker_binary"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_refused_by_name(host, case):
+    overrides, messages = CASES[case]
+    result, untouched = converge(host, **overrides)
+    assert result.returncode != 0, f"{case}: the play succeeded"
+    for message in messages:
+        assert message in result.stdout, f"{case}: '{message}' not in the output:\n{result.stdout[-3000:]}"
+    assert untouched, f"{case}: the host was changed"
+
+
+def test_a_port_in_use_is_refused_by_name(host):
+    container = host[0]
+    container.exec_run(["sh", "-c", "python3 -m http.server 50052 >/dev/null 2>&1 &"], detach=True)
+    try:
+        result, untouched = converge(host)
+    finally:
+        container.exec_run(["pkill", "-f", "http.server 50052"])
+    assert result.returncode != 0
+    assert "Port 50052 (instance main) is already in use" in result.stdout and "rpc_worker_port" in result.stdout
+    assert untouched
