@@ -1,11 +1,8 @@
 """Bad input to llama_build fails with a message that names the variable to change, and nothing is
 installed. Real ansible-playbook runs against a real systemd container."""
 
-import json
-import subprocess
 from pathlib import Path
 
-import docker
 import pytest
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import X86_OPTIONS, parse_cpuinfo
@@ -18,18 +15,14 @@ HOST = "llama-rpc-badinput"
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    client = docker.from_env()
-    container = containers.start_host(client, HOST, NETWORK)
-    inventory = containers.inventory(tmp_path_factory.mktemp("inventory") / "hosts.ini", [HOST])
-    yield container, inventory
-    containers.remove(client, [container], NETWORK)
+    with containers.throwaway_host(HOST, NETWORK, tmp_path_factory.mktemp("inventory")) as started:
+        yield started
 
 
 def converge(host, tmp_path, **overrides):
     container, inventory = host
     extra = dict(containers.archive_source_vars(), llama_build_controller_cache=str(tmp_path / "builds"), **overrides)
-    result = subprocess.run(["ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra)],
-                            capture_output=True, text=True, timeout=600, check=False)
+    result = containers.run_playbook(inventory, PLAYBOOK, extra)
     untouched = container.exec_run(["test", "!", "-e", "/opt/llama.cpp/current"]).exit_code == 0
     return result, untouched
 

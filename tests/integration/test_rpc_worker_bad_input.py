@@ -1,11 +1,8 @@
 """Bad input to rpc_worker fails with a message that names the variable to change, before any change
 on the host. Real ansible-playbook runs against a real systemd container."""
 
-import json
-import subprocess
 from pathlib import Path
 
-import docker
 import pytest
 
 from tests.tools import containers
@@ -19,18 +16,14 @@ BASE = {"rpc_worker_binary": "/opt/llama.cpp/current/bin/ggml-rpc-server", "rpc_
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    client = docker.from_env()
-    container = containers.start_host(client, HOST, NETWORK)
-    inventory = containers.inventory(tmp_path_factory.mktemp("inventory") / "hosts.ini", [HOST])
-    yield container, inventory
-    containers.remove(client, [container], NETWORK)
+    with containers.throwaway_host(HOST, NETWORK, tmp_path_factory.mktemp("inventory")) as started:
+        yield started
 
 
 def converge(host, **overrides):
     container, inventory = host
     extra = dict(BASE, **overrides)
-    result = subprocess.run(["ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra)],
-                            capture_output=True, text=True, timeout=600, check=False)
+    result = containers.run_playbook(inventory, PLAYBOOK, extra)
     untouched = container.exec_run(["sh", "-c", "! getent passwd llama-rpc && ! test -e /etc/llama-rpc-worker"]).exit_code == 0
     return result, untouched
 

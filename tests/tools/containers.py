@@ -1,7 +1,13 @@
 """Throwaway systemd hosts for tests and benchmarks that drive Ansible directly (not via Molecule):
 the same base images and container options as the Molecule scenarios."""
 
+import contextlib
+import json
 import os
+import subprocess
+from pathlib import Path
+
+import docker
 
 IMAGE = "llama-rpc-testbed:bookworm"
 
@@ -44,3 +50,20 @@ def archive_source_vars():
         "llama_build_archive_subdir": os.environ["LLAMA_RPC_TEST_ARCHIVE_SUBDIR"],
         "llama_build_archive_commit": os.environ["LLAMA_RPC_TEST_ARCHIVE_COMMIT"],
     }
+
+
+@contextlib.contextmanager
+def throwaway_host(name, network, directory):
+    """One fresh systemd host and an inventory for it; removed afterwards. Yields (container, inventory)."""
+    client = docker.from_env()
+    container = start_host(client, name, network)
+    try:
+        yield container, inventory(Path(directory) / "hosts.ini", [name])
+    finally:
+        remove(client, [container], network)
+
+
+def run_playbook(inventory_path, playbook, extra_vars, timeout=600):
+    """ansible-playbook with extra vars (as JSON); returns the CompletedProcess (text output)."""
+    return subprocess.run(["ansible-playbook", "-i", str(inventory_path), str(playbook), "-e", json.dumps(extra_vars)],
+                          capture_output=True, text=True, timeout=timeout, check=False)
