@@ -12,7 +12,6 @@ Run through `make bench-build` (the test bed's environment: images, venv, collec
 
 import argparse
 import json
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -30,10 +29,11 @@ def cpu_seconds(container):
 
 
 def run_play(inventory, extra_vars, log):
+    """Run the play, append its output to log, return its wall time in seconds."""
     started = time.monotonic()
+    result = containers.run_playbook(inventory, PLAYBOOK, extra_vars, timeout=7200)
     with open(log, "a") as out:
-        result = subprocess.run(["ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra_vars)],
-                                stdout=out, stderr=subprocess.STDOUT, check=False)
+        out.write(result.stdout + result.stderr)
     if result.returncode:
         raise RuntimeError(f"the play failed, see {log}")
     return time.monotonic() - started
