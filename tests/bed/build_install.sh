@@ -6,7 +6,9 @@ set -euo pipefail
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 ansible-galaxy collection build "$REPO_ROOT" --output-path "$work" --force
 tarball=$(ls "$work"/graviton-llama_rpc-*.tar.gz)
-ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-galaxy collection install --offline -p "$work/installed" "$tarball"
+# Dependencies (amazon.aws) are satisfied from the ones PyPI's ansible package installed.
+site=$(python3 -c "import ansible_collections, os; print(os.path.dirname(list(ansible_collections.__path__)[0]))")
+ANSIBLE_COLLECTIONS_PATH="$work/installed:$site" ansible-galaxy collection install --offline -p "$work/installed" "$tarball"
 installed="$work/installed/ansible_collections/graviton/llama_rpc"
 for must in MANIFEST.json FILES.json README.md LICENSE meta/runtime.yml; do
   [ -e "$installed/$must" ] || { echo "installed collection lacks $must" >&2; exit 1; }

@@ -6,7 +6,6 @@ LLAMA_RPC_BUILD_CACHE, so a re-run compiles nothing that did not change.
 """
 
 import os
-import re
 import socket
 import subprocess
 import tarfile
@@ -14,6 +13,7 @@ import time
 from pathlib import Path
 
 import yaml
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_CACHE = Path(os.environ.get("LLAMA_RPC_BUILD_CACHE", Path.home() / ".cache" / "graviton-llama-rpc" / "build"))
@@ -71,27 +71,9 @@ def build(name, cpu_cmake_args, targets, toolchain=None):
     return build_dir / "bin"
 
 
-def system_info(log_text):
-    """{feature: value} from llama.cpp's system_info line ('... | CPU : NEON = 1 | SVE_CNT = 16 | ...')."""
-    line = re.search(r"system_info:.*", log_text)
-    if not line:
-        return {}
-    return dict(re.findall(r"([A-Z0-9_]+) = (\w+)", line.group(0)))
-
-
-def perf(log_text):
-    """Timing figures from common_perf_print: load_ms, prompt (tokens, tok/s), eval (runs, tok/s)."""
-    figures = {}
-    load = re.search(r"load time =\s+([\d.]+) ms", log_text)
-    prompt = re.search(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens \(.*?([\d.]+) tokens per second", log_text)
-    generation = re.search(r"\s eval time =\s+[\d.]+ ms /\s+(\d+) runs\s+\(.*?([\d.]+) tokens per second", log_text)
-    if load:
-        figures["load_ms"] = float(load.group(1))
-    if prompt:
-        figures["prompt_tokens"], figures["prompt_tps"] = int(prompt.group(1)), float(prompt.group(2))
-    if generation:
-        figures["eval_runs"], figures["eval_tps"] = int(generation.group(1)), float(generation.group(2))
-    return figures
+# One parser for llama.cpp's log: the collection's (tests run with the checkout importable as the collection).
+system_info = llama_log.system_info
+perf = llama_log.perf
 
 
 def free_port():

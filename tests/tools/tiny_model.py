@@ -29,8 +29,26 @@ def byte_level_vocab():
     return [chr(table[byte]) for byte in range(256)]
 
 
-def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=512, seed=42):
-    rng = np.random.default_rng(seed)
+def tensor_shapes(vocab, embd, layers, ff, kv_dim):
+    """(name, numpy shape) of every tensor of a LLaMA-architecture model, in file order."""
+    yield "token_embd.weight", (vocab, embd)
+    for layer in range(layers):
+        prefix = f"blk.{layer}."
+        yield prefix + "attn_norm.weight", (embd,)
+        yield prefix + "attn_q.weight", (embd, embd)
+        yield prefix + "attn_k.weight", (kv_dim, embd)
+        yield prefix + "attn_v.weight", (kv_dim, embd)
+        yield prefix + "attn_output.weight", (embd, embd)
+        yield prefix + "ffn_norm.weight", (embd,)
+        yield prefix + "ffn_gate.weight", (ff, embd)
+        yield prefix + "ffn_up.weight", (ff, embd)
+        yield prefix + "ffn_down.weight", (embd, ff)
+    yield "output_norm.weight", (embd,)
+    yield "output.weight", (vocab, embd)
+
+
+def _writer(path, embd, layers, ff, heads, kv_heads, context):
+    """A GGUFWriter with the metadata and tokenizer set; returns (writer, vocab size, bos, eos, kv_dim)."""
     tokens = byte_level_vocab()
     # A non-empty merges list is required (an empty one is not written and loading fails); each merge's
     # result is in the vocabulary.
@@ -40,9 +58,7 @@ def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=51
     bos, eos = len(tokens), len(tokens) + 1
     tokens += ["<s>", "</s>"]
     types += [gguf.TokenType.CONTROL] * 2
-    vocab = len(tokens)
     head_dim = embd // heads
-    kv_dim = head_dim * kv_heads
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("graviton-llama-rpc-test-model (random weights)")
@@ -64,35 +80,44 @@ def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=51
     writer.add_bos_token_id(bos)
     writer.add_eos_token_id(eos)
     writer.add_add_bos_token(False)
+    return writer, len(tokens), bos, eos, head_dim * kv_heads
 
-    def weight(*shape):
-        return rng.normal(0.0, 0.02, size=shape).astype(np.float32)
 
-    def ones(size):
-        return np.ones(size, dtype=np.float32)
-
-    output = weight(vocab, embd)
-    output[[bos, eos]] = 0.0  # so generation does not stop at once on a control token
-    writer.add_tensor("token_embd.weight", weight(vocab, embd))
-    for layer in range(layers):
-        prefix = f"blk.{layer}."
-        writer.add_tensor(prefix + "attn_norm.weight", ones(embd))
-        writer.add_tensor(prefix + "attn_q.weight", weight(embd, embd))
-        writer.add_tensor(prefix + "attn_k.weight", weight(kv_dim, embd))
-        writer.add_tensor(prefix + "attn_v.weight", weight(kv_dim, embd))
-        writer.add_tensor(prefix + "attn_output.weight", weight(embd, embd))
-        writer.add_tensor(prefix + "ffn_norm.weight", ones(embd))
-        writer.add_tensor(prefix + "ffn_gate.weight", weight(ff, embd))
-        writer.add_tensor(prefix + "ffn_up.weight", weight(ff, embd))
-        writer.add_tensor(prefix + "ffn_down.weight", weight(embd, ff))
-    writer.add_tensor("output_norm.weight", ones(embd))
-    writer.add_tensor("output.weight", output)
-
+def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=512, seed=42):
+    rng = np.random.default_rng(seed)
+    writer, vocab, bos, eos, kv_dim = _writer(path, embd, layers, ff, heads, kv_heads, context)
+    for name, shape in tensor_shapes(vocab, embd, layers, ff, kv_dim):
+        if len(shape) == 1:
+            data = np.ones(shape, dtype=np.float32)
+        else:
+            data = rng.normal(0.0, 0.02, size=shape).astype(np.float32)
+        if name == "output.weight":
+            data[[bos, eos]] = 0.0  # so generation does not stop at once on a control token
+        writer.add_tensor(name, data)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     return Path(path)
+
+
+def write_header_only(path, embd=8192, layers=80, ff=28672, heads=64, kv_heads=8, context=8192):
+    """The header of a big F32 model (default: a 70B shape, about 280 GB) without its weights. Returns the
+    size the complete file has: extend the header to it (truncate -s SIZE) for a sparse file that reads
+    as the whole model but takes no disk space. For testing what happens to a model too big to fit."""
+    writer, vocab, _bos, _eos, kv_dim = _writer(path, embd, layers, ff, heads, kv_heads, context)
+    for name, shape in tensor_shapes(vocab, embd, layers, ff, kv_dim):
+        nbytes = 4 * int(np.prod(shape))
+        writer.add_tensor_info(name, shape, np.dtype(np.float32), nbytes)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    data_start = -(-Path(path).stat().st_size // 32) * 32
+    # each tensor is padded to the 32-byte alignment
+    padded = [-(-4 * int(np.prod(shape)) // 32) * 32 for _name, shape in tensor_shapes(vocab, embd, layers, ff, kv_dim)]
+    total = data_start + sum(padded)
+    return total
 
 
 def main():

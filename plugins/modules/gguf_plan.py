@@ -1,0 +1,184 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gguf_plan
+short_description: Read a GGUF model's header and plan its split across llama.cpp RPC workers
+version_added: 0.1.0
+description:
+  - Reads the header of a GGUF model on the master (architecture, layers, tensor sizes, context length,
+    KV heads), never its weights.
+  - Plans where the model goes the way llama.cpp places it with C(-ngl), C(--tensor-split) and C(--rpc):
+    weights, plus the KV cache for O(context_size), plus estimated compute buffers, against each worker's
+    free memory (from M(graviton.llama_rpc.rpc_probe)) and the master's, each capped at O(memory_fraction)
+    of its RAM. The split is proportional to what each worker may take.
+  - When the workers cannot hold everything, the master's RAM carries the first layers (a lower
+    C(-ngl)). When the cluster cannot hold the model at all, it fails with the numbers.
+author:
+  - graviton.llama_rpc developers (@graviton)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+options:
+  path:
+    description: The GGUF model file on the master.
+    type: path
+    required: true
+  workers:
+    description:
+      - The workers with their memory, as M(graviton.llama_rpc.rpc_probe) returns them (its C(workers)).
+      - Each needs C(endpoint) and C(devices) (a list of C(free) and C(total) bytes).
+      - An empty list only reads and checks the header (no plan), for example before the workers exist.
+    type: list
+    elements: dict
+    required: true
+  context_size:
+    description: The context (tokens) to reserve KV cache for. V(0) means the model's training context.
+    type: int
+    default: 0
+  ubatch_size:
+    description: The micro-batch (llama.cpp C(-ub)) the compute buffers are sized for.
+    type: int
+    default: 512
+  memory_fraction:
+    description: The most of a node's RAM the plan may use (workers have been seen to crash above 75%).
+    type: float
+    default: 0.75
+  master_memory:
+    description:
+      - The master's C(free) and C(total) bytes. Default, this host's C(MemAvailable) and C(MemTotal).
+    type: dict
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Check the workers and get their memory
+  graviton.llama_rpc.rpc_probe:
+    workers: "{{ workers }}"
+    fail_unless_all_ok: true
+  register: probe
+
+- name: Plan the split (fails, with the numbers, when the model does not fit)
+  graviton.llama_rpc.gguf_plan:
+    path: /var/lib/llama-models/model.gguf
+    workers: "{{ probe.workers }}"
+    context_size: 4096
+  register: plan
+
+- name: Run with the plan
+  ansible.builtin.command: >-
+    llama-completion -m /var/lib/llama-models/model.gguf --rpc {{ workers | join(',') }}
+    -ngl {{ plan.plan.n_gpu_layers }} -ts {{ plan.plan.tensor_split | join(',') }} -c 4096 -p Hello
+"""
+
+RETURN = r"""
+model:
+  description: What the header says.
+  returned: success
+  type: dict
+  sample: {"architecture": "llama", "layers": 80, "context_length": 131072, "kv_heads": 8,
+           "weights_bytes": 39969853440, "tensor_count": 723, "file_size": 39970000000}
+plan:
+  description: Where everything goes (null when O(workers) is empty).
+  returned: success
+  type: dict
+  contains:
+    n_gpu_layers:
+      description: The C(-ngl) to run with; V(999) when everything but the input layer is on the workers.
+      type: int
+    tensor_split:
+      description: The C(--tensor-split) proportions, one per worker (usable MiB).
+      type: list
+      elements: int
+    master_carries_layers:
+      description: Whether the master's RAM holds repeating layers too.
+      type: bool
+    workers:
+      description: Per worker, its layers, weights, KV cache, compute buffer, need and usable bytes.
+      type: list
+      elements: dict
+    master:
+      description: The same for the master.
+      type: dict
+    need_bytes:
+      description: The cluster's total need.
+      type: int
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.fit_plan import PlanError, plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGUFError, model_shape, read_header
+
+
+def meminfo():
+    values = {}
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            key, _sep, rest = line.partition(":")
+            values[key] = int(rest.split()[0]) * 1024
+    return {"free": values["MemAvailable"], "total": values["MemTotal"]}
+
+
+def worker_memory(worker):
+    devices = worker.get("devices") or []
+    if "endpoint" not in worker or not devices:
+        raise ValueError("each worker needs endpoint and devices (as rpc_probe returns them); got %r" % (worker,))
+    return {"endpoint": worker["endpoint"], "free": sum(int(device["free"]) for device in devices),
+            "total": sum(int(device["total"]) for device in devices)}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            workers=dict(type="list", elements="dict", required=True),
+            context_size=dict(type="int", default=0),
+            ubatch_size=dict(type="int", default=512),
+            memory_fraction=dict(type="float", default=0.75),
+            master_memory=dict(type="dict"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not 0 < params["memory_fraction"] <= 1:
+        module.fail_json(msg="memory_fraction must be above 0 and at most 1, got %s" % params["memory_fraction"])
+    if params["context_size"] < 0 or params["ubatch_size"] < 1:
+        module.fail_json(msg="context_size must be 0 or more and ubatch_size 1 or more")
+    try:
+        workers = [worker_memory(worker) for worker in params["workers"]]
+    except ValueError as error:
+        module.fail_json(msg=str(error))
+    try:
+        header = read_header(params["path"])
+        shape = model_shape(header)
+    except (OSError, GGUFError) as error:
+        module.fail_json(msg="cannot read the model: %s. llama.cpp loads GGUF files only: point at a .gguf model "
+                         "(convert others with llama.cpp's convert_hf_to_gguf.py)" % error)
+    context = params["context_size"] or shape["context_length"]
+    if not context:
+        module.fail_json(msg="the model states no context length: set the context size explicitly")
+    model = {key: value for key, value in shape.items() if key != "layer_bytes"}
+    model["file_size"] = header["file_size"]
+    if not workers:
+        module.exit_json(changed=False, model=model, plan=None)
+    master = params["master_memory"] or meminfo()
+    try:
+        result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"])
+    except PlanError as error:
+        module.fail_json(msg=str(error), model=model)
+    module.exit_json(changed=False, model=model, plan=result)
+
+
+if __name__ == "__main__":
+    main()

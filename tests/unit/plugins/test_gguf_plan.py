@@ -1,0 +1,117 @@
+"""The GGUF header reader and the fit planner, on real GGUF files written by tests/tools/tiny_model."""
+
+import os
+
+import pytest
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import fit_plan, gguf
+from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_plan
+
+from tests.tools import tiny_model
+from tests.unit.plugins.module_runner import run_module
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_model.write_model(tmp_path_factory.mktemp("model") / "tiny.gguf", layers=4)
+
+
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory):
+    """A 70B-shaped F32 model (about 274 GB) as a sparse file: the header is real, the weights a hole."""
+    path = tmp_path_factory.mktemp("huge") / "huge.gguf"
+    os.truncate(path, tiny_model.write_header_only(path))
+    return path
+
+
+def workers(*free_gib, total_gib=24):
+    return [{"endpoint": f"10.0.0.{index}:50052", "free": int(free * GIB), "total": total_gib * GIB}
+            for index, free in enumerate(free_gib, start=1)]
+
+
+def test_header_of_a_real_model(tiny):
+    header = gguf.read_header(tiny)
+    shape = gguf.model_shape(header)
+    assert (shape["architecture"], shape["layers"], shape["heads"], shape["kv_heads"]) == ("llama", 4, 4, 2)
+    assert shape["context_length"] == 512 and shape["vocab_size"] == 262
+    # Every byte after the header belongs to exactly one tensor.
+    assert sum(tensor["size"] for tensor in header["tensors"]) == header["file_size"] - header["data_offset"]
+    per_layer = 4 * (64 + 64 * 64 * 2 + 32 * 64 * 2 + 64 + 3 * 128 * 64)
+    assert shape["layer_bytes"] == [per_layer] * 4
+    assert shape["input_bytes"] == 4 * 262 * 64 and shape["output_bytes"] == 4 * (262 * 64 + 64)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "not a GGUF file"),
+    (b"PK\x03\x04 a zip file", "not a GGUF file"),
+    (b"GGUF\x09\x00\x00\x00", "version 9"),
+    (b"GGUF\x03\x00\x00\x00\x01\x00", "ends early"),
+])
+def test_not_a_model(tmp_path, content, message):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(content)
+    with pytest.raises(gguf.GGUFError, match=message):
+        gguf.read_header(path)
+
+
+def test_truncated_download_is_refused(tiny, tmp_path):
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(tiny.read_bytes()[:-1000])
+    with pytest.raises(gguf.GGUFError, match="shorter than its tensor table"):
+        gguf.read_header(cut)
+
+
+def test_split_follows_free_memory_and_llama_cpp_placement(tiny):
+    shape = gguf.model_shape(gguf.read_header(tiny))
+    plan = fit_plan.plan(shape, 512, 512, workers(12, 4), {"free": 8 * GIB, "total": 24 * GIB}, 0.75)
+    assert plan["n_gpu_layers"] == 999 and not plan["master_carries_layers"]
+    # 12 GiB and 4 GiB free, both under 75% of 24 GiB: a 3:1 split, in MiB.
+    assert plan["tensor_split"] == [12 * 1024, 4 * 1024]
+    # llama.cpp: layer il of 5 (4 layers + output) goes where the cumulative share passes il/5:
+    # 0, 0.2, 0.4, 0.6 -> first worker (share 0.75); the output head (0.8) -> second.
+    first, second = plan["workers"]
+    assert first["layers"] == [0, 3] and first["layer_count"] == 4 and not first["output"]
+    assert second["layer_count"] == 0 and second["output"]
+
+
+def test_memory_fraction_caps_free_memory(tiny):
+    shape = gguf.model_shape(gguf.read_header(tiny))
+    plan = fit_plan.plan(shape, 512, 512, workers(23, 23), {"free": 8 * GIB, "total": 24 * GIB}, 0.5)
+    assert [worker["usable_bytes"] for worker in plan["workers"]] == [12 * GIB, 12 * GIB]
+
+
+def test_master_carries_layers_when_the_workers_cannot(tiny):
+    shape = gguf.model_shape(gguf.read_header(tiny))
+    per_node = fit_plan.compute_bytes(shape, 512, 512, True) + 2 * shape["layer_bytes"][0]
+    tight = [{"endpoint": "w:1", "free": per_node, "total": 100 * per_node}]
+    plan = fit_plan.plan(shape, 512, 512, tight, {"free": 8 * GIB, "total": 24 * GIB}, 0.75)
+    assert plan["master_carries_layers"] and plan["n_gpu_layers"] < 5
+    assert plan["master"]["layer_count"] >= 1
+    assert plan["workers"][0]["need_bytes"] <= plan["workers"][0]["usable_bytes"]
+
+
+def test_model_larger_than_the_cluster_fails_with_numbers(huge):
+    shape = gguf.model_shape(gguf.read_header(huge))
+    with pytest.raises(fit_plan.PlanError) as error:
+        fit_plan.plan(shape, 4096, 512, workers(20, 20), {"free": 20 * GIB, "total": 24 * GIB}, 0.75)
+    message = str(error.value)
+    assert "does not fit" in message and "weights 255.02 GiB" in message and "54.00 GiB" in message
+    assert "10.0.0.1:50052 18.00 GiB" in message
+
+
+def test_module_reports_plan_and_refuses_what_does_not_fit(tiny, huge, capsys):
+    probe = [{"endpoint": "10.0.0.1:50052", "devices": [{"index": 0, "free": 8 * GIB, "total": 16 * GIB}]}]
+    master = {"free": 8 * GIB, "total": 16 * GIB}
+    result = run_module(gguf_plan.main, capsys, path=str(tiny), workers=probe, master_memory=master)
+    assert result["model"]["layers"] == 4 and result["plan"]["tensor_split"] == [8 * 1024]
+    result = run_module(gguf_plan.main, capsys, path=str(huge), workers=probe, master_memory=master)
+    assert result["failed"] and "does not fit" in result["msg"]
+
+
+def test_module_refuses_a_file_that_is_not_gguf(tmp_path, capsys):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a model\n")
+    result = run_module(gguf_plan.main, capsys, path=str(text),
+                        workers=[{"endpoint": "w:1", "devices": [{"free": GIB, "total": GIB}]}])
+    assert result["failed"] and "is not a GGUF file" in result["msg"]
