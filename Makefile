@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help test lint sanity units molecule images venv demo demo-clean build bench-build constraints clean
+.PHONY: help test lint sanity units molecule images venv demo demo-clean build bench-build bench-master constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -39,7 +39,10 @@ build: ## Build the collection tarball into the current directory
 bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts vs 1, re-run vs first run
 	@bash tests/bench/run.sh tests.bench.build_once
 
-demo: ## Bring up the local cluster (today: the test bed only, see the output)
+bench-master: ## Benchmark rpc_master: deployed vs by-hand tokens/s, load time -fit off vs on, worker cache warm vs cold
+	@bash tests/bench/run.sh tests.bench.master
+
+demo: ## Bring up the local cluster (master + 2 workers in containers, demo model, inference, llama-server)
 	@bash tests/demo.sh up
 
 demo-clean: ## Remove what make demo brought up

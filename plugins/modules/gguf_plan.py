@@ -13,7 +13,7 @@ version_added: 0.1.0
 description:
   - Reads the header of a GGUF model on the master (architecture, layers, tensor sizes, context length,
     KV heads), never its weights.
-  - Plans where the model goes the way llama.cpp places it with C(-ngl), C(--tensor-split) and C(--rpc):
+  - Plans where the model goes the way llama.cpp places it with C(-ngl), C(--tensor-split) and C(--rpc),
     weights, plus the KV cache for O(context_size), plus estimated compute buffers, against each worker's
     free memory (from M(graviton.llama_rpc.rpc_probe)) and the master's, each capped at O(memory_fraction)
     of its RAM. The split is proportional to what each worker may take.

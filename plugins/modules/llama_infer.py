@@ -13,7 +13,7 @@ version_added: 0.1.0
 description:
   - Runs C(llama-completion) on the master with C(--rpc), C(-ngl), C(-fit off), the prompt, the token
     count, the seed and the sampling options, and returns the generated text and figures parsed from
-    llama.cpp's log: load time, prompt and generation tokens per second, and each device's buffers.
+    llama.cpp's log (load time, prompt and generation tokens per second, and each device's buffers).
   - llama-completion sometimes exits 0 having lost the last lines of its log (an unflushed logger), so
     the figures are missing. Such a run is retried (O(attempts)), never returned as a result.
   - C(GGML_NO_BACKTRACE=1) is set, so a crash never starts gdb on the master.
@@ -81,7 +81,7 @@ options:
   fit:
     description:
       - Let llama.cpp size the split itself (C(-fit on), its default), which loads the model twice.
-        Default off: the plan from M(graviton.llama_rpc.gguf_plan) has already sized it.
+        Default off, since the plan from M(graviton.llama_rpc.gguf_plan) has already sized it.
     type: bool
     default: false
   extra_args:
@@ -186,10 +186,11 @@ def check(module):
     problems = []
     if not 1 <= len(params["workers"]) <= MAX_WORKERS:
         problems.append("workers has %d entries; llama.cpp uses 1 to %d" % (len(params["workers"]), MAX_WORKERS))
+    # In check mode the roles before this one may not have installed the program or the model yet.
     for option in ("binary", "model"):
-        if not os.path.isfile(params[option]):
+        if not module.check_mode and not os.path.isfile(params[option]):
             problems.append("%s %s does not exist on this host" % (option, params[option]))
-    if params["prompt_file"] and not os.path.isfile(params["prompt_file"]):
+    if params["prompt_file"] and not module.check_mode and not os.path.isfile(params["prompt_file"]):
         problems.append("prompt_file %s does not exist on this host" % params["prompt_file"])
     if params["tensor_split"] and len(params["tensor_split"]) != len(params["workers"]):
         problems.append("tensor_split has %d entries for %d workers" % (len(params["tensor_split"]), len(params["workers"])))

@@ -2,9 +2,11 @@
 the same base images and container options as the Molecule scenarios."""
 
 import contextlib
+import io
 import json
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
 import docker
@@ -12,7 +14,7 @@ import docker
 IMAGE = "llama-rpc-testbed:bookworm"
 
 
-def start_host(client, name, network, image=IMAGE, volumes=None):
+def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=()):
     """Start one systemd container on a docker network and wait until it has booted."""
     if not client.networks.list(names=[network]):
         client.networks.create(network)
@@ -22,10 +24,18 @@ def start_host(client, name, network, image=IMAGE, volumes=None):
     if os.environ.get("LLAMA_RPC_TEST_PRIVILEGED") == "true":
         options["privileged"] = True
     else:
-        options["cap_add"] = ["SYS_ADMIN"]
+        options["cap_add"] = ["SYS_ADMIN", *extra_caps]
     container = client.containers.run(name=name, **options)
     container.exec_run(["systemctl", "is-system-running", "--wait"])
     return container
+
+
+def tar_of(path):
+    """A file as the tar stream docker's put_archive takes."""
+    stream = io.BytesIO()
+    with tarfile.open(fileobj=stream, mode="w") as tar:
+        tar.add(str(path), arcname=Path(path).name)
+    return stream.getvalue()
 
 
 def remove(client, containers, network):

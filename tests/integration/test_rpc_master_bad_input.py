@@ -1,0 +1,88 @@
+"""Bad input to rpc_master fails with a message that says what to change, before any change on the
+master. Real ansible-playbook runs against a real systemd container; the workers are inventory entries
+only (the pre-flight refuses before it would contact them)."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.tools import containers, tiny_model
+
+PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "rpc_master.yml"
+NETWORK = "llama-rpc-master-badinput"
+HOST = "llama-rpc-master-badinput"
+MODEL = "/srv/tiny.gguf"
+BASE = {"rpc_master_model_src": MODEL, "rpc_master_server_api_key": "test-key"}
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("master")
+    with containers.throwaway_host(HOST, NETWORK, directory) as (container, _inventory):
+        model = tiny_model.write_model(directory / "tiny.gguf")
+        container.exec_run(["mkdir", "-p", "/srv"])
+        container.put_archive("/srv", containers.tar_of(model))
+        container.exec_run(["sh", "-c", "echo 'not a model' > /srv/notes.gguf"])
+        yield container, directory, hashlib.sha256(model.read_bytes()).hexdigest()
+
+
+def write_inventory(directory, masters=1, workers=2):
+    lines = ["[llama_master]", f"{HOST} ansible_connection=community.docker.docker"]
+    lines += [f"other-master-{index} ansible_host=10.9.8.{index}" for index in range(1, masters)]
+    lines += ["[llama_workers]"] + [f"worker-{index} ansible_host=10.9.9.{index}" for index in range(1, workers + 1)]
+    path = directory / f"hosts-{masters}-{workers}.ini"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def converge(host, masters=1, workers=2, **overrides):
+    container, directory, _sha = host
+    result = containers.run_playbook(write_inventory(directory, masters, workers), PLAYBOOK, dict(BASE, **overrides))
+    untouched = container.exec_run(["sh", "-c", "! test -e /etc/llama-rpc && ! test -e /var/lib/llama-models"]).exit_code == 0
+    return result, untouched
+
+
+CASES = {
+    "two masters": ({"masters": 2}, ["The cluster needs exactly one master", "other-master-1"]),
+    "no workers": ({"workers": 0}, ["holds 0 hosts; a llama.cpp master uses 1 to 16 RPC workers"]),
+    "more than 16 workers": ({"workers": 17}, ["holds 17 hosts; a llama.cpp master uses 1 to 16"]),
+    "model path that does not exist": ({"rpc_master_model_src": "/srv/missing.gguf"},
+                                       ["rpc_master_model_src=/srv/missing.gguf is not a file on"]),
+    "model source that is no source": ({"rpc_master_model_src": "ftp://example.org/m.gguf"},
+                                       ["is not a model source", "http(s):// URL or s3://bucket/key"]),
+    "download without checksum": ({"rpc_master_model_src": "https://example.org/m.gguf"},
+                                  ["is required for a download"]),
+    "checksum mismatch": ({"rpc_master_model_sha256": "0" * 64}, ["not rpc_master_model_sha256", "check the value"]),
+    "file that is not GGUF": ({"rpc_master_model_src": "/srv/notes.gguf"},
+                              ["is not a GGUF file", "llama.cpp loads GGUF files only"]),
+    "missing prompt file": ({"rpc_master_infer": True, "rpc_master_infer_prompt_file": "/nonexistent/prompt.txt"},
+                            ["/nonexistent/prompt.txt does not exist"]),
+    "empty API key with the server enabled": ({"rpc_master_server_api_key": ""},
+                                              ["llama-server needs rpc_master_server_api_key", "Ansible Vault"]),
+    "server on every interface": ({"rpc_master_server_bind_address": "0.0.0.0"}, ["never 0.0.0.0"]),
+    "memory fraction above 1": ({"rpc_master_memory_fraction": 1.5}, ["rpc_master_memory_fraction above 0 and at most 1"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_refused_with_what_to_change(host, case):
+    overrides, messages = CASES[case]
+    result, untouched = converge(host, **overrides)
+    assert result.returncode != 0, f"{case}: the play succeeded"
+    for message in messages:
+        assert message in result.stdout, f"{case}: '{message}' not in the output:\n{result.stdout[-3000:]}"
+    assert untouched, f"{case}: the master was changed"
+
+
+def test_the_api_key_never_reaches_the_output(host):
+    result, _untouched = converge(host, rpc_master_server_api_key="s3cr3t-never-logged", rpc_master_memory_fraction=2)
+    assert result.returncode != 0
+    assert "s3cr3t-never-logged" not in result.stdout + result.stderr
+
+
+def test_good_input_passes_the_input_checks(host):
+    """The same play with good input gets past every input check, to where llama.cpp must be installed."""
+    sha = host[2]
+    result, _untouched = converge(host, rpc_master_model_sha256=sha)
+    assert "missing in /opt/llama.cpp/current/bin" in result.stdout, result.stdout[-3000:]

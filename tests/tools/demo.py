@@ -1,0 +1,65 @@
+"""The local cluster of make demo: start (or find) a master and two workers, put the demo model on the
+master. Names and groups match inventories/local/hosts.yml.
+
+    python -m tests.tools.demo up MODEL_DIR
+    python -m tests.tools.demo down
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import docker
+import yaml
+
+from tests.tools import containers, tiny_model
+
+ROOT = Path(__file__).resolve().parents[2]
+NETWORK = "llama-demo"
+IMAGE = {"llama-demo-master": "llama-rpc-testbed:bookworm", "llama-demo-worker-1": "llama-rpc-testbed:bookworm",
+         "llama-demo-worker-2": "llama-rpc-testbed:trixie"}
+
+
+def names():
+    inventory = yaml.safe_load((ROOT / "inventories" / "local" / "hosts.yml").read_text())
+    return list(inventory["llama_master"]["hosts"]) + list(inventory["llama_workers"]["hosts"])
+
+
+def up(model_dir):
+    client = docker.from_env()
+    for name in names():
+        if client.containers.list(all=True, filters={"name": f"^{name}$"}):
+            container = client.containers.get(name)
+            if container.status != "running":
+                container.start()
+            print(f"{name}: already there")
+            continue
+        # NET_ADMIN: the workers' nftables firewall. The compiler cache of the image's release is shared.
+        ccache = Path(os.environ["LLAMA_RPC_BUILD_CACHE"]) / ("ccache-" + IMAGE[name].split(":")[1])
+        containers.start_host(client, name, NETWORK, image=IMAGE[name], extra_caps=["NET_ADMIN"],
+                              volumes={str(ccache): {"bind": "/var/cache/llama.cpp/ccache", "mode": "rw"}})
+        print(f"{name}: started ({IMAGE[name]})")
+    model = Path(model_dir) / "demo.gguf"
+    if not model.exists():
+        tiny_model.write_model(model, embd=256, layers=4, ff=512, heads=8, kv_heads=4, context=512)
+    master = client.containers.get(names()[0])
+    master.exec_run(["mkdir", "-p", "/srv/models"])
+    if master.exec_run(["test", "-s", "/srv/models/demo.gguf"]).exit_code:
+        master.put_archive("/srv/models", containers.tar_of(model))
+    print(f"demo model: {model.stat().st_size / 1e6:.1f} MB of random weights on {master.name}:/srv/models/demo.gguf")
+
+
+def down():
+    client = docker.from_env()
+    found = [client.containers.get(name) for name in names() if client.containers.list(all=True, filters={"name": f"^{name}$"})]
+    containers.remove(client, found, NETWORK)
+    print(f"removed {len(found)} containers and the network {NETWORK}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["up"]:
+        up(sys.argv[2])
+    elif sys.argv[1:2] == ["down"]:
+        down()
+    else:
+        sys.exit(__doc__)
