@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help test lint sanity units molecule images venv demo demo-clean build bench-build bench-master constraints clean
+.PHONY: help test lint sanity units molecule images venv demo demo-clean bench build bench-build bench-master constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ bench-master: ## Benchmark rpc_master: deployed vs by-hand tokens/s, load time -
 
 demo: ## Bring up the local cluster (master + 2 workers in containers, demo model, inference, llama-server)
 	@bash tests/demo.sh up
+
+bench: ## Benchmark the local cluster (make demo's; brought up if needed): report, chart, comparison with the last run
+	@bash tests/demo.sh bench
 
 demo-clean: ## Remove what make demo brought up
 	@bash tests/demo.sh down

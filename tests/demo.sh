@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# make demo / make demo-clean. The local llama.cpp cluster (master + two workers, a demo model,
-# site.yml) is not built yet; until it is, `make demo` brings up the test bed and says so.
+# make demo / make demo-clean: the local llama.cpp cluster. A master and two workers as systemd
+# containers on this machine, a small demo model (random weights: it proves the plumbing, its text is
+# noise), llama.cpp built from the offline source, deploy.yml with one-shot inference, llama-server.
+# A re-run reuses the containers, the build and the model.
 set -euo pipefail
 . "$(dirname "$0")/bed/lib.sh"
 cd "$REPO_ROOT"
@@ -8,26 +10,64 @@ bash tests/bed/host.sh
 VENV=$(bash tests/bed/venv.sh)
 . tests/bed/env.sh
 
-case "${1:-up}" in
-  up)
-    bash tests/bed/images.sh
-    detect_privileged
-    molecule create -s default
-    molecule prepare -s default
-    molecule converge -s default
-    cat <<MSG
+demo_dir="$LLAMA_RPC_CACHE/demo"
 
-make demo: the test bed is up; the llama.cpp cluster is not part of it yet.
-  What runs: two systemd containers on the private docker network 'llama-rpc-bed'
-$(docker ps --filter name=llama-rpc-bed- --format '    {{.Names}} ({{.Image}}, {{.Status}})')
-  Each serves a small hardened unit (bed-http.service, port 8099) that the other has read.
-  Look inside:  docker exec -it llama-rpc-bed-bookworm systemctl status bed-http
-  Remove it:    make demo-clean
-MSG
+# The newest file matching a pattern in a directory (nothing when none).
+newest() {
+  find "$1" -maxdepth 1 -name "$2" -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -1 | cut -d' ' -f2-
+}
+
+demo_up() {
+    bash tests/bed/images.sh
+    bash tests/bed/sources.sh
+    detect_privileged
+    mkdir -p "$demo_dir/results"
+    python -m tests.tools.demo up "$demo_dir"
+    key_file="$demo_dir/api-key"
+    [ -s "$key_file" ] || (umask 077; python -c 'import secrets; print(secrets.token_urlsafe(24))' >"$key_file")
+    started=$(date +%s)
+    # The key goes in through a vars file (not the command line, where ps would show it).
+    vars_file="$demo_dir/secret-vars.json"
+    (umask 077; python -c 'import json,sys; print(json.dumps({"rpc_master_server_api_key": open(sys.argv[1]).read().strip()}))' \
+      "$key_file" >"$vars_file")
+    ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" \
+      -e rpc_master_infer=true -e rpc_master_infer_results_dir="$demo_dir/results" | tee "$demo_dir/deploy.log"
+    took=$(( $(date +%s) - started ))
+    result=$(newest "$demo_dir/results" 'infer-*.json')
+    url=$(docker exec llama-demo-master sh -c '. /etc/llama-rpc/server.env; echo "http://$LLAMA_ARG_HOST:$LLAMA_ARG_PORT"')
+    python - "$result" "$url" "$key_file" "$took" <<'PY'
+import json, sys
+result, url, key_file, took = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
+figures = result["figures"]
+print(f"""
+make demo: the local cluster is up ({took} s for deploy.yml).
+  master {result['master']}, workers {', '.join(result['workers'])}, llama.cpp {result['build']['version']}
+  model: {result['model'].get('path')} ({result['model'].get('file_size', 0) / 1e6:.1f} MB, random weights: the text is noise)
+  generated: {result['text']!r}
+  figures: load {figures['load_ms']:.0f} ms, prompt {figures['prompt_tps']:.0f} tokens/s, generation {figures['eval_tps']:.0f} tokens/s
+  per worker: {', '.join(f"{k} model {v.get('model', 0) / 1e6:.1f} MB" for k, v in result['buffers'].items() if ':' in k)}
+  result file: {sys.argv[1]}
+  llama-server: {url} (API key in {key_file})
+    curl -s {url}/completion -H "Authorization: Bearer $(cat {key_file})" -d '{{"prompt": "Hello", "n_predict": 16}}'
+  Remove it: make demo-clean
+""")
+PY
+}
+
+case "${1:-up}" in
+  up) demo_up ;;
+  bench)
+    # make bench: bench.yml on the local cluster (brought up first when it is not); compared with the previous result.
+    docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
+    mkdir -p "$demo_dir/bench"
+    previous=$(newest "$demo_dir/bench" 'bench-*.json')
+    ansible-playbook -i inventories/local playbooks/bench.yml -e bench_results_dir="$demo_dir/bench" \
+      ${previous:+-e bench_compare_with="$previous"} | tee "$demo_dir/bench.log"
+    say "make bench: results in $demo_dir/bench (chart: $(newest "$demo_dir/bench" 'bench-*.png'))"
     ;;
   down)
-    molecule destroy -s default
-    say "make demo-clean: the test bed containers and network are removed (images and caches are kept)"
+    python -m tests.tools.demo down
+    say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: tests/demo.sh up|down" ;;
+  *) die "usage: tests/demo.sh up|bench|down" ;;
 esac

@@ -14,14 +14,22 @@ device, system_info. Lines look like:
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 _BUFFER = re.compile(r"(RPC\d+\[(?P<endpoint>[^\]]+)\]|(?P<local>CPU(?:_\w+)?))\s+(?P<kind>model|KV|compute) buffer size =\s+"
                      r"(?P<size>[\d.]+) (?P<unit>B|KiB|MiB|GiB)")
 _LOAD = re.compile(r"common_perf_print:\s+load time =\s+([\d.]+) ms")
-_PROMPT = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens \(.*?([\d.]+) tokens per second")
-_EVAL = re.compile(r"\s eval time =\s+([\d.]+) ms /\s+(\d+) runs\s+\(.*?([\d.]+) tokens per second")
+# Rates print as "inf" when a phase took 0.00 ms (one generated token, for example).
+_PROMPT = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens \(.*?([\d.]+|inf|nan) tokens per second")
+_EVAL = re.compile(r"\s eval time =\s+([\d.]+) ms /\s+(\d+) runs\s+\(.*?([\d.]+|inf|nan) tokens per second")
+
+
+def _rate(text):
+    """Tokens per second, or None when llama.cpp could not measure it (inf, nan)."""
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
 def perf(log_text):
@@ -33,9 +41,9 @@ def perf(log_text):
     if load:
         figures["load_ms"] = float(load.group(1))
     if prompt:
-        figures.update(prompt_ms=float(prompt.group(1)), prompt_tokens=int(prompt.group(2)), prompt_tps=float(prompt.group(3)))
+        figures.update(prompt_ms=float(prompt.group(1)), prompt_tokens=int(prompt.group(2)), prompt_tps=_rate(prompt.group(3)))
     if generation:
-        figures.update(eval_ms=float(generation.group(1)), eval_runs=int(generation.group(2)), eval_tps=float(generation.group(3)))
+        figures.update(eval_ms=float(generation.group(1)), eval_runs=int(generation.group(2)), eval_tps=_rate(generation.group(3)))
     return figures
 
 

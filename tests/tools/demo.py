@@ -41,7 +41,8 @@ def up(model_dir):
         print(f"{name}: started ({IMAGE[name]})")
     model = Path(model_dir) / "demo.gguf"
     if not model.exists():
-        tiny_model.write_model(model, embd=256, layers=4, ff=512, heads=8, kv_heads=4, context=512)
+        # About 250 MB: big enough that the workers' tensor cache (tensors over 10 MiB) matters to make bench.
+        tiny_model.write_model(model, embd=1024, layers=4, ff=4096, heads=16, kv_heads=4, context=1024)
     master = client.containers.get(names()[0])
     master.exec_run(["mkdir", "-p", "/srv/models"])
     if master.exec_run(["test", "-s", "/srv/models/demo.gguf"]).exit_code:

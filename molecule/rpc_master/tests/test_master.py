@@ -208,3 +208,28 @@ def test_preflight_refuses_mixed_builds(host, version):
     assert_refused(host, run, "Mixed llama.cpp builds", f"{name}: {version} 0c1e57098 {version[1:]}")
     assert latest_result()[1] == count
     wait_until_serving(host)
+
+
+def test_bench_writes_report_chart_and_comparison(host, tmp_path):
+    """playbooks/bench.yml on this cluster, twice: JSON, Markdown, a real PNG, and the ratios of the second run
+    against the first. Small sizes: this proves the plumbing; make bench measures."""
+    quick = {"bench_n_prompt": [16], "bench_n_gen": [8], "bench_repetitions": 1, "bench_tcp_megabytes": 64,
+             "bench_results_dir": str(tmp_path)}
+    command = ["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "bench.yml")]
+    first = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_name="first"))], capture_output=True, text=True,
+                           timeout=1200, check=False)
+    assert first.returncode == 0, first.stdout[-4000:]
+    second = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_name="second", bench_compare_with=str(tmp_path / "first.json")))],
+                            capture_output=True, text=True, timeout=1200, check=False)
+    assert second.returncode == 0, second.stdout[-4000:]
+    result = json.loads((tmp_path / "second.json").read_text())
+    counts = sorted({run["workers"] for run in result["runs"]})
+    assert counts == [0, 1, 2], counts
+    assert all(run["tokens_per_second"] > 0 for run in result["runs"])
+    assert result["load"]["cold_bytes_sent"] > 0 and result["network"]["raw_tcp_mbit_per_s"] > 0
+    assert (tmp_path / "second.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| Test | master alone | 1 worker | 2 workers |" in (tmp_path / "second.md").read_text()
+    assert "tg8, 2 workers tokens/s" in second.stdout and " x" in second.stdout
+    print("bench: " + json.dumps({run["test"] + "/" + str(run["workers"]): run["tokens_per_second"] for run in result["runs"]}))
+    print(f"bench: load {result['load']}, network {result['network']}")
+    wait_until_serving(host)

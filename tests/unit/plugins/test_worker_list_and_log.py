@@ -60,6 +60,13 @@ def test_log_figures_and_buffers():
     assert buffers["CPU_Mapped"]["model"] == int(0.06 * 2**20)
 
 
+def test_an_unmeasurable_rate_is_none_not_a_lost_run():
+    one_token = LOG.replace("11.70 ms /     7 runs   (    1.67 ms per token,   598.34 tokens per second)",
+                            "0.00 ms /     1 runs   (    0.00 ms per token,      inf tokens per second)")
+    assert llama_log.complete(one_token)
+    assert llama_log.perf(one_token)["eval_tps"] is None and llama_log.perf(one_token)["eval_runs"] == 1
+
+
 def test_a_run_that_lost_its_last_lines_is_not_complete():
     assert llama_log.complete(LOG)
     assert not llama_log.complete(LOG.rsplit("\n", 2)[0])

@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark results of a deployed cluster: parse llama-bench's output, write the Markdown report,
+draw the chart, compare two result files.
+
+A result file (JSON) holds:
+    runs:    [{workers: 0..N (0 = the master alone), test: "pp512"|"tg128", n_prompt, n_gen,
+               tokens_per_second, stddev, n_threads, n_gpu_layers}]
+    load:    {cold_ms, warm_ms, cold_bytes_sent, warm_bytes_sent, cold_mbit_per_s}
+    network: {raw_tcp_mbit_per_s, path}
+    cluster, build, model, settings, started_at, finished_at
+"""
+
+from __future__ import annotations
+
+import json
+
+
+class BenchError(ValueError):
+    """Output or a result file this code cannot read."""
+
+
+def parse_llama_bench(text):
+    """llama-bench -o json (a list) or -o jsonl (one object per line) -> rows of the figures we keep."""
+    text = text.strip()
+    if not text:
+        raise BenchError("llama-bench printed nothing on stdout")
+    try:
+        records = json.loads(text) if text.startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as error:
+        raise BenchError("llama-bench output is not JSON (run it with -o json): %s" % error)
+    rows = []
+    for record in records:
+        try:
+            n_prompt, n_gen = int(record["n_prompt"]), int(record["n_gen"])
+            rows.append({
+                "test": ("pp%d" % n_prompt if n_prompt else "") + ("tg%d" % n_gen if n_gen else ""),
+                "n_prompt": n_prompt,
+                "n_gen": n_gen,
+                "tokens_per_second": round(float(record["avg_ts"]), 3),
+                "stddev": round(float(record["stddev_ts"]), 3),
+                "samples": len(record.get("samples_ts") or []),
+                "n_threads": int(record["n_threads"]),
+                "n_gpu_layers": int(record["n_gpu_layers"]),
+                "model_size": int(record["model_size"]),
+                "build": "%s (%s)" % (record.get("build_number"), record.get("build_commit")),
+            })
+        except (KeyError, TypeError, ValueError) as error:
+            raise BenchError("a llama-bench record lacks %s: %r" % (error, record))
+    return rows
+
+
+def _runs_by_test(results):
+    table = {}
+    for run in results.get("runs", []):
+        table.setdefault(run["test"], {})[run["workers"]] = run["tokens_per_second"]
+    return table
+
+
+def markdown(results):
+    """The report as Markdown: tokens/s per test and worker count, load times, the network figures."""
+    table = _runs_by_test(results)
+    counts = sorted({run["workers"] for run in results.get("runs", [])})
+    label = {0: "master alone"}
+    lines = ["# Cluster benchmark", ""]
+    model = results.get("model", {})
+    lines.append("Model `%s` (%.1f MB), llama.cpp %s, %d worker(s); finished %s." % (
+        model.get("path", "?"), model.get("file_size", 0) / 1e6, results.get("build", {}).get("version", "?"),
+        len(results.get("cluster", {}).get("workers", [])), results.get("finished_at", "?")))
+    lines += ["", "## Tokens per second", "",
+              "| Test | " + " | ".join(label.get(count, "%d worker%s" % (count, "s" if count > 1 else "")) for count in counts) + " |",
+              "|---|" + "---:|" * len(counts)]
+    for test in sorted(table, key=lambda name: (not name.startswith("pp"), name)):
+        cells = ["%.2f" % table[test][count] if count in table[test] else "-" for count in counts]
+        lines.append("| %s | %s |" % (test, " | ".join(cells)))
+    load = results.get("load")
+    if load:
+        lines += ["", "## Model load", "", "| Worker cache | Load (ms) | Bytes the master sent | Effective rate (Mbit/s) |",
+                  "|---|---:|---:|---:|"]
+        for state in ("cold", "warm"):
+            figures = (state, load[state + "_ms"], load[state + "_bytes_sent"], load.get(state + "_mbit_per_s", 0))
+            lines.append("| %s | %.0f | %d | %.0f |" % figures)
+    network = results.get("network")
+    if network:
+        lines += ["", "## Network", "",
+                  "Raw TCP on the same path (%s): %.0f Mbit/s. The cold load moved the model at %.0f Mbit/s, %.0f%% of that."
+                  % (network.get("path", "master -> worker"), network["raw_tcp_mbit_per_s"],
+                     load.get("cold_mbit_per_s", 0) if load else 0, 100 * network.get("load_fraction_of_line_rate", 0))]
+    return "\n".join(lines) + "\n"
+
+
+def compare(before, after):
+    """Ratios after/before for every figure both files have; returns (rows, text)."""
+    rows = []
+    table_before, table_after = _runs_by_test(before), _runs_by_test(after)
+    for test in sorted(set(table_before) & set(table_after)):
+        for count in sorted(set(table_before[test]) & set(table_after[test])):
+            rows.append(("%s, %s tokens/s" % (test, "master alone" if count == 0 else "%d workers" % count),
+                         table_before[test][count], table_after[test][count]))
+    for key in ("cold_ms", "warm_ms", "cold_bytes_sent"):
+        if key in before.get("load", {}) and key in after.get("load", {}):
+            rows.append(("load " + key, before["load"][key], after["load"][key]))
+    if "raw_tcp_mbit_per_s" in before.get("network", {}) and "raw_tcp_mbit_per_s" in after.get("network", {}):
+        rows.append(("raw TCP Mbit/s", before["network"]["raw_tcp_mbit_per_s"], after["network"]["raw_tcp_mbit_per_s"]))
+    if not rows:
+        raise BenchError("the two result files have no figure in common")
+    result = [{"figure": name, "before": old, "after": new, "ratio": round(float(new) / old, 3) if old else None}
+              for name, old, new in rows]
+    width = max(len(row["figure"]) for row in result)
+    text = "\n".join("%-*s  %12.2f -> %12.2f  x%s" % (width, row["figure"], row["before"], row["after"], row["ratio"])
+                     for row in result)
+    return result, text
+
+
+def chart(results, path):
+    """PNG: tokens/s against the number of workers (one line per test) and the load times."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    table = _runs_by_test(results)
+    figure, (speed, load) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for test, by_count in sorted(table.items()):
+        counts = sorted(count for count in by_count if count > 0)
+        speed.plot(counts, [by_count[count] for count in counts], marker="o", label=test)
+        if 0 in by_count:
+            speed.axhline(by_count[0], linestyle="--", linewidth=1, color=speed.lines[-1].get_color(),
+                          label="%s, master alone" % test)
+    speed.set_xlabel("RPC workers")
+    speed.set_ylabel("tokens/s")
+    speed.set_title("Speed against the number of workers")
+    speed.xaxis.get_major_locator().set_params(integer=True)
+    speed.legend(fontsize=8)
+    if results.get("load"):
+        states = ["cold", "warm"]
+        load.bar(states, [results["load"]["%s_ms" % state] for state in states], color=["#c44e52", "#55a868"])
+        load.set_ylabel("ms")
+        load.set_title("Model load, worker cache cold vs warm")
+    else:
+        load.set_axis_off()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,139 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bench_report
+short_description: Write a cluster benchmark's result as JSON, Markdown and a PNG chart; compare two results
+version_added: 0.1.0
+description:
+  - With O(results), writes C(<name>.json) (every figure), C(<name>.md) (tables) and C(<name>.png) (tokens per
+    second against the number of workers, and load times) into O(dest), and, with O(compare_with), the ratios
+    of every common figure against that earlier result.
+  - With O(compare) alone, reads two result files and returns the ratios (after / before).
+  - Runs where the files are (usually the controller, delegated to localhost). The chart needs matplotlib.
+author:
+  - graviton.llama_rpc developers (@graviton)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+options:
+  results:
+    description: The result to write (see the role C(bench)).
+    type: dict
+  dest:
+    description: The results directory.
+    type: path
+  name:
+    description: File name without extension.
+    type: str
+    default: bench
+  compare_with:
+    description: An earlier result file to compare O(results) with.
+    type: path
+  compare:
+    description: Two result files, before and after, to compare (nothing is written).
+    type: list
+    elements: path
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Compare a run before and after a change
+  graviton.llama_rpc.bench_report:
+    compare: [results/bench-before.json, results/bench-after.json]
+  register: comparison
+"""
+
+RETURN = r"""
+files:
+  description: The files written.
+  returned: when results are given
+  type: list
+  elements: str
+markdown:
+  description: The report.
+  returned: when results are given
+  type: str
+comparison:
+  description: Per common figure, before, after and the ratio after / before.
+  returned: when there is something to compare
+  type: list
+  elements: dict
+comparison_text:
+  description: The comparison as aligned lines.
+  returned: when there is something to compare
+  type: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import BenchError, chart, compare, markdown
+
+
+def load(module, path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as error:
+        module.fail_json(msg="cannot read the result file %s: %s" % (path, error))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            results=dict(type="dict"),
+            dest=dict(type="path"),
+            name=dict(type="str", default="bench"),
+            compare_with=dict(type="path"),
+            compare=dict(type="list", elements="path"),
+        ),
+        required_one_of=[("results", "compare")],
+        required_together=[("results", "dest")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    outcome = dict(changed=False)
+    try:
+        if params["compare"]:
+            if len(params["compare"]) != 2:
+                module.fail_json(msg="compare takes two result files: before and after")
+            outcome["comparison"], outcome["comparison_text"] = compare(load(module, params["compare"][0]),
+                                                                        load(module, params["compare"][1]))
+        if params["results"]:
+            results = params["results"]
+            if params["compare_with"]:
+                outcome["comparison"], outcome["comparison_text"] = compare(load(module, params["compare_with"]), results)
+            outcome["markdown"] = markdown(results)
+            base = os.path.join(params["dest"], params["name"])
+            outcome["files"] = [base + ".json", base + ".md", base + ".png"]
+            if not module.check_mode:
+                os.makedirs(params["dest"], exist_ok=True)
+                with open(base + ".json", "w") as handle:
+                    json.dump(results, handle, indent=2, sort_keys=True)
+                with open(base + ".md", "w") as handle:
+                    handle.write(outcome["markdown"])
+                try:
+                    chart(results, base + ".png")
+                except ImportError:
+                    module.fail_json(msg="the chart needs matplotlib on the controller: pip install matplotlib", **outcome)
+                outcome["changed"] = True
+    except BenchError as error:
+        module.fail_json(msg=str(error))
+    module.exit_json(**outcome)
+
+
+if __name__ == "__main__":
+    main()

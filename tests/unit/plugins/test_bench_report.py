@@ -1,0 +1,77 @@
+"""Parsing llama-bench's output, the report, the chart and the comparison of two result files."""
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import bench_report
+from ansible_collections.graviton.llama_rpc.plugins.modules import bench_report as bench_report_module
+
+from tests.unit.plugins.module_runner import run_module
+
+# Real llama-bench -o json output (b11312), captured from the test cluster's master.
+SAMPLE = (Path(__file__).resolve().parents[1] / "data" / "llama-bench.json").read_text()
+
+
+def results(pp_one=100.0, tg_one=10.0, pp_two=180.0, tg_two=17.0, cold=2000.0, warm=500.0):
+    runs = []
+    for workers, pp, tg in ((0, 120.0, 12.0), (1, pp_one, tg_one), (2, pp_two, tg_two)):
+        runs += [{"workers": workers, "test": "pp128", "tokens_per_second": pp}, {"workers": workers, "test": "tg32", "tokens_per_second": tg}]
+    return {"runs": runs, "model": {"path": "/m.gguf", "file_size": 245_000_000}, "build": {"version": "b11312"},
+            "cluster": {"workers": ["a:1", "b:1"]}, "finished_at": "2026-11-21T13:00:00+00:00",
+            "load": {"cold_ms": cold, "warm_ms": warm, "cold_bytes_sent": 250_000_000, "warm_bytes_sent": 1_000_000,
+                     "cold_mbit_per_s": 1000.0, "warm_mbit_per_s": 16.0},
+            "network": {"raw_tcp_mbit_per_s": 20000.0, "path": "m -> a", "load_fraction_of_line_rate": 0.05}}
+
+
+def test_parse_llama_bench_json_and_jsonl():
+    rows = bench_report.parse_llama_bench(SAMPLE)
+    assert [(row["test"], row["tokens_per_second"], row["samples"]) for row in rows] == [("pp16", 37969.742, 2), ("tg8", 3289.95, 2)]
+    assert rows[0]["n_gpu_layers"] == 999 and rows[0]["n_threads"] == 2 and rows[0]["build"] == "11312 (0c1e57098)"
+    jsonl = "\n".join(json.dumps(record) for record in json.loads(SAMPLE))
+    assert bench_report.parse_llama_bench(jsonl) == rows
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "printed nothing"),
+    ("| model | size |\n|---|---|", "not JSON"),
+    ('[{"n_prompt": 16}]', "lacks"),
+])
+def test_parse_refuses_what_is_not_llama_bench_json(text, message):
+    with pytest.raises(bench_report.BenchError, match=message):
+        bench_report.parse_llama_bench(text)
+
+
+def test_markdown_table():
+    text = bench_report.markdown(results())
+    assert "| Test | master alone | 1 worker | 2 workers |" in text
+    assert "| pp128 | 120.00 | 100.00 | 180.00 |" in text and "| tg32 | 12.00 | 10.00 | 17.00 |" in text
+    assert "| cold | 2000 | 250000000 | 1000 |" in text and "20000 Mbit/s" in text and "5% of that" in text
+
+
+def test_compare_prints_ratios():
+    rows, text = bench_report.compare(results(), results(tg_two=25.5, cold=1000.0))
+    by_name = {row["figure"]: row for row in rows}
+    assert by_name["tg32, 2 workers tokens/s"]["ratio"] == 1.5
+    assert by_name["pp128, 2 workers tokens/s"]["ratio"] == 1.0
+    assert by_name["load cold_ms"]["ratio"] == 0.5
+    assert "tg32, 2 workers tokens/s" in text and "x1.5" in text
+
+
+def test_compare_needs_common_figures():
+    with pytest.raises(bench_report.BenchError, match="no figure in common"):
+        bench_report.compare({"runs": []}, {"runs": []})
+
+
+def test_module_writes_json_markdown_and_a_real_png(tmp_path, capsys):
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps(results(tg_two=8.5)))
+    result = run_module(bench_report_module.main, capsys, results=results(), dest=str(tmp_path / "out"), name="run",
+                        compare_with=str(before))
+    json_file, md_file, png_file = (Path(name) for name in result["files"])
+    assert json.loads(json_file.read_text())["runs"][0]["workers"] == 0
+    assert md_file.read_text().startswith("# Cluster benchmark")
+    assert png_file.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png_file.stat().st_size > 10_000
+    assert {row["figure"]: row["ratio"] for row in result["comparison"]}["tg32, 2 workers tokens/s"] == 2.0
+    compared = run_module(bench_report_module.main, capsys, compare=[str(before), str(json_file)])
+    assert "x2.0" in compared["comparison_text"]
