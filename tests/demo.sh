@@ -31,7 +31,7 @@ demo_up() {
     (umask 077; python -c 'import json,sys; print(json.dumps({"rpc_master_server_api_key": open(sys.argv[1]).read().strip()}))' \
       "$key_file" >"$vars_file")
     ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" \
-      -e rpc_master_infer=true -e rpc_master_infer_results_dir="$demo_dir/results" | tee "$demo_dir/deploy.log"
+      -e "{\"rpc_master_infer\": true, \"rpc_master_infer_results_dir\": \"$demo_dir/results\"}" | tee "$demo_dir/deploy.log"
     took=$(( $(date +%s) - started ))
     result=$(newest "$demo_dir/results" 'infer-*.json')
     url=$(docker exec llama-demo-master sh -c '. /etc/llama-rpc/server.env; echo "http://$LLAMA_ARG_HOST:$LLAMA_ARG_PORT"')

@@ -96,7 +96,7 @@ def compare(before, after):
     table_before, table_after = _runs_by_test(before), _runs_by_test(after)
     for test in sorted(set(table_before) & set(table_after)):
         for count in sorted(set(table_before[test]) & set(table_after[test])):
-            rows.append(("%s, %s tokens/s" % (test, "master alone" if count == 0 else "%d workers" % count),
+            rows.append(("%s, %s tokens/s" % (test, "master alone" if count == 0 else "%d worker%s" % (count, "s" * (count > 1))),
                          table_before[test][count], table_after[test][count]))
     for key in ("cold_ms", "warm_ms", "cold_bytes_sent"):
         if key in before.get("load", {}) and key in after.get("load", {}):
@@ -129,7 +129,8 @@ def chart(results, path):
             speed.axhline(by_count[0], linestyle="--", linewidth=1, color=speed.lines[-1].get_color(),
                           label="%s, master alone" % test)
     speed.set_xlabel("RPC workers")
-    speed.set_ylabel("tokens/s")
+    speed.set_ylabel("tokens/s (log scale)")
+    speed.set_yscale("log")  # prompt processing runs an order of magnitude above generation
     speed.set_title("Speed against the number of workers")
     speed.xaxis.get_major_locator().set_params(integer=True)
     speed.legend(fontsize=8)
