@@ -20,6 +20,14 @@ dest="$LLAMA_RPC_CACHE/sanity/ansible_collections/graviton/llama_rpc"
 rm -rf "$dest" && mkdir -p "$dest"
 git -C "$REPO_ROOT" ls-files -z --cached --others --exclude-standard \
   | (cd "$REPO_ROOT" && xargs -0 tar -c --ignore-failed-read 2>/dev/null) | tar -x -C "$dest"
+# The collections this one depends on (galaxy.yml) go beside it in the tree ansible-test works in:
+# copies of those PyPI's ansible package installed.
+site=$(python -c "import ansible_collections; print(list(ansible_collections.__path__)[0])")
+dependencies=(amazon/aws)
+for dependency in "${dependencies[@]}"; do
+  rm -rf "$dest/../../$dependency" && mkdir -p "$dest/../../${dependency%/*}"
+  cp -r "$site/$dependency" "$dest/../../$dependency"
+done
 cd "$dest"
 # --requirements installs each test's pinned tools into ansible-test's own venvs (kept in ~/.ansible/test).
 ansible-test sanity --local --requirements --python "$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" --color no

@@ -1,0 +1,169 @@
+"""The provisioned cluster, read back with boto3 from moto: who may reach what, IMDSv2, encryption, no
+public workers, the placement group, the tags; scaling; the inventory plugin; bad input refused before
+anything is created; check mode; teardown that removes the cluster and spares the decoys."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+testinfra_hosts = ["ansible://aws-controller?ansible_inventory=" + os.environ["MOLECULE_INVENTORY_FILE"]]
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+ENDPOINT = "http://127.0.0.1:5123"
+REGION = "us-east-1"
+CLUSTER = "molecule-llama"
+TAG = "graviton.llama_rpc/cluster"
+ENV = dict(os.environ, AWS_URL=ENDPOINT, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
+BASE = {"aws_infra_region": REGION, "aws_infra_cluster_name": CLUSTER, "aws_infra_admin_cidr": "198.51.100.7/32",
+        "aws_infra_key_name": "molecule-key", "aws_infra_wait_for_ssh": False, "aws_infra_placement_group_managed": False}
+
+
+def ec2():
+    return boto3.client("ec2", endpoint_url=ENDPOINT, region_name=REGION, aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+
+
+def cluster_filter(*extra):
+    return [{"Name": f"tag:{TAG}", "Values": [CLUSTER]}, *extra]
+
+
+def instances(role=None, states=("pending", "running")):
+    filters = cluster_filter({"Name": "instance-state-name", "Values": list(states)})
+    if role:
+        filters.append({"Name": "tag:graviton.llama_rpc/role", "Values": [role]})
+    return [i for r in ec2().describe_instances(Filters=filters)["Reservations"] for i in r["Instances"]]
+
+
+def playbook(name, extra, *args, env=None):
+    # The controller's own Python for localhost (interpreter discovery could pick another one).
+    extra = dict(extra, ansible_python_interpreter=sys.executable)
+    return subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(ROOT / "playbooks" / name),
+                           "-e", json.dumps(extra), *args], capture_output=True, text=True, env=env or ENV,
+                          timeout=900, check=False)
+
+
+def vpc_count():
+    return len(ec2().describe_vpcs()["Vpcs"])
+
+
+def groups():
+    found = ec2().describe_security_groups(Filters=cluster_filter())["SecurityGroups"]
+    return {group["GroupName"]: group for group in found}
+
+
+def test_rpc_port_only_from_the_master_group_and_nothing_open_to_the_world():
+    found = groups()
+    master, workers = found[f"{CLUSTER}-master"], found[f"{CLUSTER}-workers"]
+    rpc = [rule for rule in workers["IpPermissions"] if rule.get("FromPort") == 50052]
+    assert len(rpc) == 1 and not rpc[0].get("IpRanges") and not rpc[0].get("Ipv6Ranges")
+    assert [pair["GroupId"] for pair in rpc[0]["UserIdGroupPairs"]] == [master["GroupId"]]
+    ssh = [rule for rule in master["IpPermissions"] if rule.get("FromPort") == 22]
+    assert [r["CidrIp"] for r in ssh[0]["IpRanges"]] == ["198.51.100.7/32"]
+    for group in found.values():
+        for rule in group["IpPermissions"]:
+            assert all(r["CidrIp"] != "0.0.0.0/0" for r in rule.get("IpRanges", [])), (group["GroupName"], rule)
+
+
+def test_instances_imdsv2_encrypted_private_workers_placement_and_tags():
+    master, workers = instances("master"), instances("workers")
+    assert len(master) == 1 and len(workers) == 2
+    for instance in master + workers:
+        assert instance["MetadataOptions"]["HttpTokens"] == "required"
+        # moto 5.2 implements no placement groups and drops the instances' group: not checkable here.
+        assert instance["InstanceType"] == "c8g.4xlarge"
+        tags = {tag["Key"]: tag["Value"] for tag in instance["Tags"]}
+        assert tags[TAG] == CLUSTER and tags["managed-by"] == "graviton.llama_rpc" and "graviton.llama_rpc/expires" in tags
+        volumes = [m["Ebs"]["VolumeId"] for m in instance["BlockDeviceMappings"]]
+        for volume in ec2().describe_volumes(VolumeIds=volumes)["Volumes"]:
+            assert volume["Encrypted"] and volume["VolumeType"] == "gp3" and volume["Size"] == 70
+    assert master[0].get("PublicIpAddress")
+    for worker in workers:
+        assert not worker.get("PublicIpAddress"), worker["InstanceId"]
+        tags = {tag["Key"]: tag["Value"] for tag in worker["Tags"]}
+        assert tags["graviton.llama_rpc/jump"] == master[0]["PublicIpAddress"]
+
+
+def test_inventory_plugin_graph():
+    result = subprocess.run(["ansible-inventory", "-i", str(ROOT / "inventories" / "aws" / "aws_ec2.yml"), "--graph"],
+                            capture_output=True, text=True, env=ENV, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    graph = result.stdout
+    print(graph)
+    master_section = graph.split("@llama_master:")[1].split("@")[0]
+    worker_section = graph.split("@llama_workers:")[1].split("@")[0]
+    assert master_section.count(f"{CLUSTER}-master-i-") == 1 and worker_section.count(f"{CLUSTER}-workers-i-") == 2
+    assert f"@cluster_{CLUSTER.replace('-', '_')}:" in graph
+    assert "decoy" not in graph
+
+
+BAD = {
+    "region without the instance type": ({"aws_infra_region": "me-south-1"}, "c8g.4xlarge is not offered in me-south-1"),
+    "x86 type": ({"aws_infra_instance_type": "c7i.4xlarge"}, "c7i.4xlarge is x86_64, not arm64"),
+    "no workers": ({"aws_infra_worker_count": 0}, "aws_infra_worker_count from 1 to 16"),
+    "17 workers": ({"aws_infra_worker_count": 17}, "aws_infra_worker_count from 1 to 16"),
+    "SSH from anywhere without the opt-in": ({"aws_infra_admin_cidr": "0.0.0.0/0"}, "aws_infra_ssh_from_anywhere: true"),
+    "no admin CIDR": ({"aws_infra_admin_cidr": ""}, "aws_infra_admin_cidr as a.b.c.d/n"),
+    "VPC that does not exist": ({"aws_infra_vpc_id": "vpc-0123456789abcdef0", "aws_infra_subnet_id": "subnet-0123456789abcdef0"},
+                                "No subnet subnet-0123456789abcdef0 in VPC vpc-0123456789abcdef0"),
+    "name of a VPC this collection did not create": ({"aws_infra_cluster_name": "decoy"}, "was not created for this cluster"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_refused_before_anything_is_created(case):
+    overrides, message = BAD[case]
+    before = vpc_count(), len(instances(states=("pending", "running")))
+    run = playbook("provision.yml", dict(BASE, **overrides))
+    assert run.returncode != 0, f"{case}: the play succeeded"
+    output = run.stdout + run.stderr
+    assert message in output, f"{case}: {message!r} not in:\n{output[-3000:]}"
+    assert (vpc_count(), len(instances(states=("pending", "running")))) == before
+
+
+def test_no_credentials_is_refused_with_what_to_set():
+    env = {key: value for key, value in ENV.items() if not key.startswith("AWS_") or key == "AWS_URL"}
+    env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+    run = playbook("provision.yml", BASE, env=env)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "No usable AWS credentials" in output and "AWS_PROFILE" in output
+
+
+def test_scaling_adds_and_removes_workers():
+    for count in (3, 2):
+        run = playbook("provision.yml", dict(BASE, aws_infra_worker_count=count))
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert len(instances("workers")) == count
+    assert len(instances("master")) == 1
+
+
+def test_check_mode_against_an_empty_account_changes_nothing():
+    before = vpc_count(), len(ec2().describe_security_groups()["SecurityGroups"]), len(instances())
+    run = playbook("provision.yml", dict(BASE, aws_infra_cluster_name="empty-check"), "--check")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "check mode: would create VPC empty-check" in run.stdout
+    assert (vpc_count(), len(ec2().describe_security_groups()["SecurityGroups"]), len(instances())) == before
+
+
+def test_teardown_removes_the_cluster_and_spares_the_decoys():
+    preview = playbook("teardown.yml", BASE, "--check")
+    assert preview.returncode == 0 and "instances: i-" in preview.stdout, preview.stdout[-3000:]
+    assert len(instances()) == 3, "check mode deleted something"
+    run = playbook("teardown.yml", BASE)
+    assert run.returncode == 0, run.stdout[-3000:]
+    client = ec2()
+    assert instances(states=("pending", "running", "stopping", "stopped")) == []
+    assert groups() == {}
+    assert client.describe_vpcs(Filters=cluster_filter())["Vpcs"] == []
+    assert client.describe_subnets(Filters=cluster_filter())["Subnets"] == []
+    assert client.describe_internet_gateways(Filters=cluster_filter())["InternetGateways"] == []
+    assert client.describe_route_tables(Filters=cluster_filter())["RouteTables"] == []
+    decoy = [{"Name": "tag:purpose", "Values": ["decoy"]}]
+    assert len(client.describe_vpcs(Filters=decoy)["Vpcs"]) == 1
+    assert len(client.describe_security_groups(Filters=decoy)["SecurityGroups"]) == 1
+    running = [i for r in client.describe_instances(Filters=decoy + [{"Name": "instance-state-name", "Values": ["running"]}])["Reservations"]
+               for i in r["Instances"]]
+    assert len(running) == 1

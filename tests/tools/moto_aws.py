@@ -1,0 +1,67 @@
+"""AWS without AWS: moto's server on loopback, seeded with what aws_infra looks up.
+
+moto ships no Ubuntu 24.04 arm64 image and SSM parameters under /aws/ cannot be written through the
+API, so this starts moto in-process: MOTO_AMIS_PATH (read when moto is imported) adds Canonical's images,
+and the public SSM parameter that names the latest one is put straight into moto's SSM backend.
+
+    python -m tests.tools.moto_aws PORT [PIDFILE]     (serves until killed)
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+CANONICAL = "099720109477"
+ACCOUNT = "123456789012"  # moto's default account
+REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1"]
+SSM_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/arm64/hvm/ebs-gp3/ami-id"
+IMAGES = [
+    # (id, name, architecture): the newest arm64 one is what the SSM parameter names.
+    ("ami-0a1b2c3d4e5f60001", "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-arm64-server-20260901", "arm64"),
+    ("ami-0a1b2c3d4e5f60002", "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-arm64-server-20261015", "arm64"),
+    ("ami-0a1b2c3d4e5f60003", "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-20261015", "x86_64"),
+]
+LATEST_ARM64 = IMAGES[1][0]
+
+
+def images_file():
+    images = [{"ami_id": ami_id, "name": name, "description": "Canonical, Ubuntu, 24.04, " + architecture,
+               "owner_id": CANONICAL, "public": True, "state": "available", "architecture": architecture,
+               "virtualization_type": "hvm", "hypervisor": "xen", "root_device_type": "ebs",
+               "root_device_name": "/dev/sda1", "sriov": "simple", "image_type": "machine",
+               "image_location": f"{CANONICAL}/{name}", "platform": None,
+               "creation_date": "20" + name[-8:-6] + "-" + name[-4:-2] + "-" + name[-2:] + "T00:00:00.000Z"}
+              for ami_id, name, architecture in IMAGES]
+    handle, path = tempfile.mkstemp(prefix="moto-amis-", suffix=".json")
+    with os.fdopen(handle, "w") as out:
+        json.dump(images, out)
+    return path
+
+
+def serve(port, pidfile=None):
+    os.environ["MOTO_AMIS_PATH"] = images_file()
+    os.environ.setdefault("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
+    os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
+    # Imported only now: moto reads MOTO_AMIS_PATH at import time.
+    from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
+    from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    for region in REGIONS:
+        ssm_backends[ACCOUNT][region]._parameters[SSM_PARAMETER].append(  # pylint: disable=protected-access
+            Parameter(account_id=ACCOUNT, name=SSM_PARAMETER, value=LATEST_ARM64, parameter_type="String",
+                      description=None, allowed_pattern=None, keyid=None, last_modified_date=time.time(),
+                      version=1, data_type="aws:ec2:image"))
+    if pidfile:
+        with open(pidfile, "w") as out:
+            out.write(str(os.getpid()))
+    print(f"moto on http://127.0.0.1:{port}, {SSM_PARAMETER} = {LATEST_ARM64}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)
