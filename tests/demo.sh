@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo / make demo-clean: the local llama.cpp cluster. A master and two workers as systemd
 # containers on this machine, a small demo model (random weights: it proves the plumbing, its text is
-# noise), llama.cpp built from the offline source, deploy.yml with one-shot inference, llama-server.
+# noise), llama.cpp built from the offline source, site.yml: deploy, one-shot inference, llama-server.
 # A re-run reuses the containers, the build and the model.
 set -euo pipefail
 . "$(dirname "$0")/bed/lib.sh"
@@ -30,8 +30,8 @@ demo_up() {
     vars_file="$demo_dir/secret-vars.json"
     (umask 077; python -c 'import json,sys; print(json.dumps({"rpc_master_server_api_key": open(sys.argv[1]).read().strip()}))' \
       "$key_file" >"$vars_file")
-    ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" \
-      -e "{\"rpc_master_infer\": true, \"rpc_master_infer_results_dir\": \"$demo_dir/results\"}" | tee "$demo_dir/deploy.log"
+    ansible-playbook -i inventories/local playbooks/site.yml -e @"$vars_file" \
+      -e rpc_master_infer_results_dir="$demo_dir/results" | tee "$demo_dir/site.log"
     took=$(( $(date +%s) - started ))
     result=$(newest "$demo_dir/results" 'infer-*.json')
     url=$(docker exec llama-demo-master sh -c '. /etc/llama-rpc/server.env; echo "http://$LLAMA_ARG_HOST:$LLAMA_ARG_PORT"')
@@ -40,7 +40,7 @@ import json, sys
 result, url, key_file, took = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
 figures = result["figures"]
 print(f"""
-make demo: the local cluster is up ({took} s for deploy.yml).
+make demo: the local cluster is up ({took} s for site.yml).
   master {result['master']}, workers {', '.join(result['workers'])}, llama.cpp {result['build']['version']}
   model: {result['model'].get('path')} ({result['model'].get('file_size', 0) / 1e6:.1f} MB, random weights: the text is noise)
   generated: {result['text']!r}

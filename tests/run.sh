@@ -28,7 +28,7 @@ run_stage() {  # run_stage NAME COMMAND...: records NAME as passed or failed, wi
 }
 wanted() { [ -z "${STAGES:-}" ] || [[ " $STAGES " == *" $1 "* ]]; }
 
-wanted lint && run_stage lint ansible-lint
+wanted lint && run_stage lint bash tests/bed/lint.sh
 wanted sanity && run_stage sanity bash tests/bed/sanity.sh
 wanted build && run_stage build bash tests/bed/build_install.sh
 wanted units && run_stage units python -m pytest -q tests/unit

@@ -16,7 +16,8 @@ cache="$HOME/.ansible/test/cache"
 mkdir -p "$cache"
 cp "$REPO_ROOT/tests/bed/get_pip.py" "$cache/get_pip_${pip_version//./_}.py"
 
-dest="$LLAMA_RPC_CACHE/sanity/ansible_collections/graviton/llama_rpc"
+# One tree per checkout: two checkouts on one machine (CI beside a branch) must not share it.
+dest="$LLAMA_RPC_CACHE/sanity/$(printf %s "$REPO_ROOT" | sha256sum | cut -c1-12)/ansible_collections/graviton/llama_rpc"
 rm -rf "$dest" && mkdir -p "$dest"
 git -C "$REPO_ROOT" ls-files -z --cached --others --exclude-standard \
   | (cd "$REPO_ROOT" && xargs -0 tar -c --ignore-failed-read 2>/dev/null) | tar -x -C "$dest"

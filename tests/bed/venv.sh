@@ -20,7 +20,10 @@ if [ ! -e "$venv/.complete" ]; then
     die "pip could not install requirements/test.txt (log above, full log: $log)."
   fi
   touch "$venv/.complete"
-  # Older venvs of this checkout's Python are superseded.
-  find "$LLAMA_RPC_CACHE" -maxdepth 1 -name "$(basename "${venv%-*}")-*" ! -path "$venv" -exec rm -rf {} + || true
+  # Venvs of other requirement sets that no run has used for a day are removed. Not sooner: another
+  # checkout on this machine (a CI run beside a developer's branch) may be using one right now.
+  find "$LLAMA_RPC_CACHE" -maxdepth 1 -name "$(basename "${venv%-*}")-*" ! -path "$venv" \
+    ! -newermt '-1 day' -exec rm -rf {} + || true
 fi
+touch "$venv"  # marks the venv as in use (see the pruning above)
 echo "$venv"

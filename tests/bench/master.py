@@ -1,6 +1,6 @@
 """Benchmark: does our deployment cost speed, and what do -fit off and the worker cache buy?
 
-On the rpc_master scenario's cluster (a master and two workers, brought up with Molecule if absent),
+On the cluster scenario's cluster (a master and two workers, brought up with Molecule if absent),
 with a model of a few hundred MB made here, all measured side by side in one run:
 
 1. generation tokens/s through our deployment (playbooks/infer.yml: the systemd workers, the module)
@@ -53,8 +53,8 @@ def cluster_inventory():
     client = docker.from_env()
     if not all(client.containers.list(filters={"name": f"^{name}$"}) for name in [MASTER] + WORKERS):
         for action in ("create", "prepare", "converge"):
-            subprocess.run(["molecule", action, "-s", "rpc_master"], cwd=ROOT, check=True)
-    inventories = glob.glob(os.path.expanduser("~/.ansible/tmp/molecule.*.rpc_master/inventory/ansible_inventory.yml"))
+            subprocess.run(["molecule", action, "-s", "cluster"], cwd=ROOT, check=True)
+    inventories = glob.glob(os.path.expanduser("~/.ansible/tmp/molecule.*.cluster/inventory/ansible_inventory.yml"))
     return client, inventories[0]
 
 
