@@ -46,7 +46,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-MAX_WORKERS = 16  # GGML_RPC_MAX_SERVERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
+
 DEFAULT_PORT = 50052
 
 

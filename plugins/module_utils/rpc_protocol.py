@@ -17,6 +17,9 @@ import socket
 import struct
 import time
 
+# llama.cpp's limit on RPC servers per master (GGML_RPC_MAX_SERVERS).
+MAX_WORKERS = 16
+
 CMD_GET_DEVICE_MEMORY = 11
 CMD_HELLO = 14
 CMD_DEVICE_COUNT = 15

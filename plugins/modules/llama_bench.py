@@ -90,13 +90,12 @@ command:
 """
 
 import os
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_run
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import BenchError, parse_llama_bench
-
-MAX_WORKERS = 16  # GGML_RPC_MAX_SERVERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
 
 
 def command_line(params):
@@ -136,16 +135,9 @@ def main():
     for option in ("binary", "model"):
         if not os.path.isfile(params[option]):
             module.fail_json(msg="%s %s does not exist on this host" % (option, params[option]), command=command)
+    stdout, _log = llama_run.run(module, command, params["timeout"])
     try:
-        run = subprocess.run(command, env=dict(os.environ, GGML_NO_BACKTRACE="1"), capture_output=True,
-                             timeout=params["timeout"], check=False)
-    except subprocess.TimeoutExpired:
-        module.fail_json(msg="llama-bench ran longer than %d s" % params["timeout"], command=command)
-    if run.returncode != 0:
-        module.fail_json(msg="llama-bench exited with %d: %s" % (run.returncode, run.stderr.decode("utf-8", "replace")[-3000:]),
-                         command=command)
-    try:
-        rows = parse_llama_bench(run.stdout.decode("utf-8", "replace"))
+        rows = parse_llama_bench(stdout.decode("utf-8", "replace"))
     except BenchError as error:
         module.fail_json(msg=str(error), command=command)
     for row in rows:

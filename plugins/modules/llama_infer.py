@@ -153,14 +153,12 @@ command:
 """
 
 import os
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
-
-MAX_WORKERS = 16  # GGML_RPC_MAX_SERVERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log, llama_run
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
 
 
 def command_line(params):
@@ -231,19 +229,10 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: inference not run", attempts=0, command=command)
 
-    environment = dict(os.environ, GGML_NO_BACKTRACE="1")
     for attempt in range(1, module.params["attempts"] + 1):
         started = time.monotonic()
-        try:
-            run = subprocess.run(command, env=environment, capture_output=True, timeout=module.params["timeout"], check=False)
-        except subprocess.TimeoutExpired:
-            module.fail_json(msg="llama-completion ran longer than %d s (timeout)" % module.params["timeout"],
-                             attempts=attempt, command=command)
+        stdout, log = llama_run.run(module, command, module.params["timeout"], attempts=attempt)
         wall = time.monotonic() - started
-        log = run.stderr.decode("utf-8", errors="replace")
-        if run.returncode != 0:
-            module.fail_json(msg="llama-completion exited with %d: %s" % (run.returncode, log[-3000:]), rc=run.returncode,
-                             attempts=attempt, command=command)
         if llama_log.complete(log):
             break
     else:
@@ -256,7 +245,7 @@ def main():
     module.exit_json(
         changed=False,
         # random or small models generate bytes that are not UTF-8
-        text=run.stdout.decode("utf-8", errors="replace"),
+        text=stdout.decode("utf-8", errors="replace"),
         figures=figures,
         buffers=buffers,
         workers_without_model=[worker for worker in module.params["workers"] if "model" not in buffers.get(worker, {})],

@@ -125,9 +125,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import OK, parse_endpoint, probe
-
-MAX_WORKERS = 16  # GGML_RPC_MAX_SERVERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS, OK, parse_endpoint, probe
 
 
 def main():

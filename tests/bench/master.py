@@ -29,7 +29,7 @@ from pathlib import Path
 import docker
 
 from tests.tools import containers, tiny_model
-from tests.tools.llama_cpp import perf
+from tests.tools.llama_cpp import complete, perf
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER, WORKERS = "llama-master", ["llama-worker-1", "llama-worker-2"]
@@ -94,9 +94,9 @@ class ByHand:
         quoted = " ".join("'" + part.replace("'", "'\\''") + "'" for part in command)
         for _attempt in range(3):
             result = self.master.exec_run(["sh", "-c", f"GGML_NO_BACKTRACE=1 {quoted} 2>&1 >/dev/null"])
-            figures = perf(result.output.decode("utf-8", "replace"))
-            if result.exit_code == 0 and "eval_runs" in figures:
-                return figures
+            log = result.output.decode("utf-8", "replace")
+            if result.exit_code == 0 and complete(log):
+                return perf(log)
         raise RuntimeError(f"llama-completion by hand failed: {result.output[-2000:]}")
 
     def __exit__(self, *exc):

@@ -54,7 +54,7 @@ def generate(command, env=None, attempts=3):
         # errors="replace": random weights generate bytes that are not UTF-8
         result = subprocess.run(command, env=environment, capture_output=True, text=True, errors="replace",
                                 timeout=900, check=False)
-        if result.returncode != 0 or "eval_runs" in llama_cpp.perf(result.stderr):
+        if result.returncode != 0 or llama_cpp.complete(result.stderr):
             return result
         print(f"attempt {attempt + 1}: llama-completion lost its last output lines, running it again")
     return result

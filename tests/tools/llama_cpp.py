@@ -74,6 +74,7 @@ def build(name, cpu_cmake_args, targets, toolchain=None):
 # One parser for llama.cpp's log: the collection's (tests run with the checkout importable as the collection).
 system_info = llama_log.system_info
 perf = llama_log.perf
+complete = llama_log.complete
 
 
 def free_port():
