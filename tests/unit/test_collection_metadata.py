@@ -8,6 +8,8 @@ import yaml
 from ansible.release import __version__ as ansible_core_version
 from ansible.module_utils.compat.version import LooseVersion
 
+from tests.tools import role_docs
+
 ROOT = Path(__file__).resolve().parents[2]
 GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
 RUNTIME = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())
@@ -77,3 +79,17 @@ def test_argument_specs_mirror_defaults(role):
     for name, value in (defaults or {}).items():
         assert name.startswith(f"{role}_"), f"{role}: public variable {name} lacks the role prefix"
         assert options[name].get("default") == value, f"{role}: {name} default differs between defaults/ and argument_specs"
+
+
+def test_role_readmes_carry_their_argument_specs():
+    """Each role's README lists its variables as meta/argument_specs.yml has them (`make docs` writes them)."""
+    assert role_docs.stale_readmes() == []
+
+
+@pytest.mark.parametrize("markup, expected", [
+    ("Set O(rpc_master_model_src) to V(0) or C(s3://b/k) with M(ns.c.mod).", "Set `rpc_master_model_src` to `0` or `s3://b/k` with `ns.c.mod`."),
+    ("An C(http(s)://) URL, I(once)", "An `http(s)://` URL, *once*"),
+    (["two", "paragraphs | with a pipe"], "two paragraphs \\| with a pipe"),
+])
+def test_role_docs_markup(markup, expected):
+    assert role_docs.markdown(markup) == expected

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+import yaml
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -98,6 +99,17 @@ def test_one_shot_inference_result(host):
         assert result["buffers"][endpoint]["model"] > 0, f"{endpoint} holds no model buffer: {result['buffers']}"
     assert result["build"]["rpc_protocol"] == "7.0.0" and result["plan"]["n_gpu_layers"] == 999
     print(f"one-shot: {figures}, attempts {result['attempts']}")
+
+
+def test_example_pipeline_accepts_the_result():
+    """The example CI workflow's own check step, run as it is against this scenario's real result."""
+    workflow = yaml.safe_load((ROOT / "examples" / "github-actions" / "deploy-llama-cluster.yml").read_text())
+    [check] = [step["run"] for job in workflow["jobs"].values() for step in job["steps"]
+               if step.get("name") == "Check that the cluster generated text"]
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", check], cwd=RESULTS.parent, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "tokens/s over 2 workers" in run.stdout, run.stdout
 
 
 def test_worker_list_is_what_the_server_reads(host):
