@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import docker
@@ -26,8 +27,21 @@ def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=()):
     else:
         options["cap_add"] = ["SYS_ADMIN", *extra_caps]
     container = client.containers.run(name=name, **options)
-    container.exec_run(["systemctl", "is-system-running", "--wait"])
+    wait_until_booted(container)
     return container
+
+
+def wait_until_booted(container, timeout=120):
+    """Until systemd has finished booting. Asked too early, before systemd's bus exists, `systemctl
+    is-system-running --wait` fails at once, and a test would then race the boot (tmpfiles, apt's keys)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = container.exec_run(["systemctl", "is-system-running", "--wait"]).output.decode().strip()
+        if state in ("running", "degraded"):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{container.name} did not finish booting in {timeout} s: {state}")
+        time.sleep(0.5)
 
 
 def tar_of(path):

@@ -32,6 +32,7 @@ def up(model_dir):
             container = client.containers.get(name)
             if container.status != "running":
                 container.start()
+                containers.wait_until_booted(container)
             print(f"{name}: already there")
             continue
         # NET_ADMIN: the workers' nftables firewall. The compiler cache of the image's release is shared.
