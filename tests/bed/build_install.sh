@@ -20,16 +20,16 @@ ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-galaxy collection list gravit
 # Users run the playbooks by name from the installed collection, and read the roles' variables with ansible-doc.
 cd "$work"
 export ANSIBLE_COLLECTIONS_PATH="$work/installed:$site"
-for playbook in "$REPO_ROOT"/playbooks/*.yml; do
+playbooks=("$REPO_ROOT"/playbooks/*.yml); roles=("$REPO_ROOT"/roles/*/)
+for playbook in "${playbooks[@]}"; do
   name=graviton.llama_rpc.$(basename "$playbook" .yml)
   out=$(ansible-playbook --syntax-check "$name" 2>&1) \
     || { printf '%s\nansible-playbook %s fails its syntax check from the installed collection\n' "$out" "$name" >&2; exit 1; }
 done
-for role in "$REPO_ROOT"/roles/*/; do
+for role in "${roles[@]}"; do
   name=graviton.llama_rpc.$(basename "$role")
   doc=$(ansible-doc -t role "$name" 2>&1) || true
   [[ $doc == *"ENTRY POINT: "*main* ]] || { printf '%s\nansible-doc -t role %s shows no main entry point\n' "$doc" "$name" >&2; exit 1; }
 done
-playbooks=("$REPO_ROOT"/playbooks/*.yml); roles=("$REPO_ROOT"/roles/*/)
 echo "playbooks by name: ${#playbooks[@]}; roles documented by ansible-doc: ${#roles[@]}"
 echo "built and installed offline: $(basename "$tarball"), $(du -h "$tarball" | cut -f1)"

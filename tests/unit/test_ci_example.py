@@ -44,8 +44,9 @@ def test_playbooks_it_runs_exist(workflow):
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda path: path.name)
 def test_variables_it_passes_are_role_variables(workflow):
-    passed = set(re.findall(r"-e\s+([a-z_][a-z0-9_]*)=", shell(workflow)))
-    passed |= set(re.findall(r'\{"([a-z_][a-z0-9_]*)":', shell(workflow)))  # the secrets file it writes
+    commands = shell(workflow)
+    passed = set(re.findall(r"-e\s+([a-z_][a-z0-9_]*)=", commands))
+    passed |= set(re.findall(r'\{"([a-z_][a-z0-9_]*)":', commands))  # the secrets file it writes
     assert passed, "the workflow passes no variables"
     assert passed <= ROLE_VARIABLES, f"no role takes {sorted(passed - ROLE_VARIABLES)}"
 
