@@ -19,9 +19,9 @@ BEGIN = "<!-- BEGIN variables: generated from meta/argument_specs.yml by `make d
 END = "<!-- END variables -->"
 SECTION = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
 
-# Ansible's documentation markup, as Markdown: O(option), V(value), C(code), M(module), I(italic), B(bold), U(url)
+# Ansible's documentation markup, as Markdown: O(option), V(value), C(code), M(module), E(env), P(plugin), I(italic), B(bold), U(url)
 MARKUP = [
-    (re.compile(r"[OVCM]\(([^()]*(?:\([^()]*\)[^()]*)*)\)"), r"`\1`"),
+    (re.compile(r"[OVCMEP]\(([^()]*(?:\([^()]*\)[^()]*)*)\)"), r"`\1`"),
     (re.compile(r"I\(([^()]*)\)"), r"*\1*"),
     (re.compile(r"B\(([^()]*)\)"), r"**\1**"),
     (re.compile(r"U\(([^()]*)\)"), r"<\1>"),

@@ -1,10 +1,13 @@
 """The master: one-shot inference through both workers, llama-server with its API key, recovery after a
-worker dies, and a pre-flight that refuses bad clusters (another build, a stopped worker, a busy
-worker, a model larger than the cluster) with its intended message and without running anything."""
+worker dies, a pre-flight that refuses bad clusters (another build, a stopped worker, a busy worker, a
+model larger than the cluster) with its intended message and without running anything, and a model
+fetched from S3 (moto) through a URL the controller signs."""
 
 import glob
+import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +23,7 @@ RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("llama_master")
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 RESULTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "results"
+MODEL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "tiny.gguf"
 KEY = "molecule-test-key"
 WORKER_UNIT = "llama-rpc-worker@main.service"
 
@@ -70,12 +74,13 @@ def latest_result():
     return (json.loads(Path(files[-1]).read_text()), len(files)) if files else (None, 0)
 
 
-def infer(*extra_vars):
-    """playbooks/infer.yml against this scenario's inventory; returns the CompletedProcess."""
-    command = ["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "infer.yml")]
+def infer(*extra_vars, env=None):
+    """playbooks/infer.yml against this scenario's inventory (verbose: every task's result is printed unless
+    no_log hides it); returns the CompletedProcess."""
+    command = ["ansible-playbook", "-v", "-i", INVENTORY, str(ROOT / "playbooks" / "infer.yml")]
     for extra in extra_vars:
         command += ["-e", json.dumps(extra)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=env)
 
 
 def assert_refused(host, run, *fragments):
@@ -218,6 +223,80 @@ def test_preflight_refuses_mixed_builds(host, version):
         back = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
     assert back.returncode == 0, back.stdout[-3000:]
     assert_refused(host, run, "Mixed llama.cpp builds", f"{name}: {version} 0c1e57098 {version[1:]}")
+    assert latest_result()[1] == count
+    wait_until_serving(host)
+
+
+@pytest.fixture(name="s3_model")
+def fixture_s3_model(host):
+    """moto's S3 on this machine's address on the cluster's network (the master downloads from it), holding the
+    scenario's model as s3://llama-models/tiny/tiny.gguf; yields the controller's environment for it."""
+    import boto3  # pylint: disable=import-outside-toplevel
+    from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
+
+    gateway = subprocess.run(["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.Gateway}}{{end}}",
+                              host.backend.get_hostname()], capture_output=True, text=True, check=True).stdout.strip()
+    with socket.socket() as probe:
+        probe.bind((gateway, 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address=gateway, port=port, verbose=False)
+    server.start()
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = dict(os.environ, AWS_URL=f"http://{gateway}:{port}", **credentials)
+    s3 = boto3.client("s3", endpoint_url=env["AWS_URL"], region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    s3.create_bucket(Bucket="llama-models")
+    s3.upload_file(str(MODEL), "llama-models", "tiny/tiny.gguf")
+    try:
+        yield env
+    finally:
+        server.stop()
+        host.run("rm -f /var/lib/llama-models/from-s3*.gguf")
+
+
+def test_model_from_s3_through_a_signed_url(host, s3_model):
+    """The controller signs, the master downloads with no AWS credentials of its own; the signed URL never reaches
+    the (verbose) log; inference runs on the fetched model; a re-run signs and downloads nothing."""
+    fetched = "/var/lib/llama-models/from-s3.gguf"
+    source = {"rpc_master_model_src": "s3://llama-models/tiny/tiny.gguf", "rpc_master_model_name": "from-s3.gguf"}
+    first = infer(source, env=s3_model)
+    output = first.stdout + first.stderr
+    assert first.returncode == 0, output[-3000:]
+    assert "X-Amz-Signature" not in output and "X-Amz-Credential" not in output
+    result, _count = latest_result()
+    assert result["model"]["path"] == fetched and result["figures"]["eval_tps"] > 0
+    model = host.file(fetched)
+    assert model.sha256sum == hashlib.sha256(MODEL.read_bytes()).hexdigest() and model.mode == 0o644
+    # The master downloaded through the signed URL alone: it has no boto3 (amazon.aws modules could not run there).
+    assert host.run("python3 -c 'import boto3'").rc != 0
+
+    mtime = model.mtime
+    again = infer(source, env=s3_model)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert host.file(fetched).mtime == mtime
+    for task in ["Sign a download URL of the S3 object (on the controller)", "Download the model"]:
+        # What the run printed under the task (the lines up to the next task).
+        printed = again.stdout.split(f"TASK [graviton.llama_rpc.rpc_master : {task}]", 1)[1].split("TASK [", 1)[0]
+        assert "skipping: [" in printed and "ok: [" not in printed and "changed: [" not in printed, f"{task}:{printed}"
+    wait_until_serving(host)
+
+
+def test_model_from_s3_refusals(host, s3_model):
+    """An object that is not there: refused when signing, before the master is touched. An object whose sha256 is
+    not the one given: nothing lands on the master. Neither runs inference."""
+    _before, count = latest_result()
+    absent = infer({"rpc_master_model_src": "s3://llama-models/tiny/absent.gguf"}, env=s3_model)
+    assert_refused(host, absent, "cannot sign a download of s3://llama-models/tiny/absent.gguf",
+                   "Key tiny/absent.gguf does not exist", "s3:GetObject")
+    assert not host.file("/var/lib/llama-models/absent.gguf").exists
+
+    other = infer({"rpc_master_model_src": "s3://llama-models/tiny/tiny.gguf", "rpc_master_model_name": "from-s3-bad.gguf",
+                   "rpc_master_model_sha256": "0" * 64}, env=s3_model)
+    output = other.stdout + other.stderr
+    assert_refused(host, other, "Downloading s3://llama-models/tiny/tiny.gguf onto", "did not match " + "0" * 64,
+                   "rpc_master_model_sha256 must be the file's sha256")
+    assert "X-Amz-Signature" not in output
+    assert not host.file("/var/lib/llama-models/from-s3-bad.gguf").exists
     assert latest_result()[1] == count
     wait_until_serving(host)
 
