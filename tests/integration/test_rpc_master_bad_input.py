@@ -36,9 +36,10 @@ def write_inventory(directory, masters=1, workers=2):
     return path
 
 
-def converge(host, masters=1, workers=2, **overrides):
+def converge(host, masters=1, workers=2, tags=None, **overrides):
     container, directory, _sha = host
-    result = containers.run_playbook(write_inventory(directory, masters, workers), PLAYBOOK, dict(BASE, **overrides))
+    result = containers.run_playbook(write_inventory(directory, masters, workers), PLAYBOOK, dict(BASE, **overrides),
+                                     tags=tags)
     untouched = container.exec_run(["sh", "-c", "! test -e /etc/llama-rpc && ! test -e /var/lib/llama-models"]).exit_code == 0
     return result, untouched
 
@@ -73,6 +74,15 @@ def test_bad_input_is_refused_with_what_to_change(host, case):
     for message in messages:
         assert message in result.stdout, f"{case}: '{message}' not in the output:\n{result.stdout[-3000:]}"
     assert untouched, f"{case}: the master was changed"
+
+
+@pytest.mark.parametrize("tag", ["rpc_master_model", "rpc_master_configure", "rpc_master_server", "rpc_master_infer"])
+def test_bad_input_is_refused_under_any_tag_of_the_role(host, tag):
+    """--tags <one part of the role> still runs the pre-flight first (it skipped it, and the server part then wrote
+    its settings with a bind address of 0.0.0.0)."""
+    result, untouched = converge(host, tags=tag, rpc_master_infer=True, rpc_master_server_bind_address="0.0.0.0")
+    assert result.returncode != 0 and "never 0.0.0.0" in result.stdout, result.stdout[-3000:]
+    assert untouched, f"--tags {tag}: the master was changed"
 
 
 def test_the_api_key_never_reaches_the_output(host):

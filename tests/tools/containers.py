@@ -87,7 +87,8 @@ def throwaway_host(name, network, directory):
         remove(client, [container], network)
 
 
-def run_playbook(inventory_path, playbook, extra_vars, timeout=600):
-    """ansible-playbook with extra vars (as JSON); returns the CompletedProcess (text output)."""
-    return subprocess.run(["ansible-playbook", "-i", str(inventory_path), str(playbook), "-e", json.dumps(extra_vars)],
+def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None):
+    """ansible-playbook with extra vars (as JSON), only the given tags if any; returns the CompletedProcess (text)."""
+    return subprocess.run(["ansible-playbook", "-i", str(inventory_path), str(playbook), "-e", json.dumps(extra_vars)]
+                          + (["--tags", tags] if tags else []),
                           capture_output=True, text=True, timeout=timeout, check=False)

@@ -22,6 +22,8 @@ FQCN_IN_YAML = re.compile(
     re.M,
 )
 FQCN_IN_PYTHON = re.compile(r"ansible_collections\.([a-z0-9_]+)\.([a-z0-9_]+)\.")
+# Task files that only check (the inputs, the hosts, the cluster) before anything changes.
+CHECKS = ("preflight", "builds.yml", "cluster_check.yml")
 BUILT_IN = {"ansible.builtin", "ansible.legacy", f"{GALAXY['namespace']}.{GALAXY['name']}"}
 
 
@@ -90,7 +92,36 @@ def test_role_readmes_carry_their_argument_specs():
 @pytest.mark.parametrize("markup, expected", [
     ("Set O(rpc_master_model_src) to V(0) or C(s3://b/k) with M(ns.c.mod).", "Set `rpc_master_model_src` to `0` or `s3://b/k` with `ns.c.mod`."),
     ("An C(http(s)://) URL, I(once)", "An `http(s)://` URL, *once*"),
+    ("E(AWS_REGION) for P(amazon.aws.aws_ec2#inventory)", "`AWS_REGION` for `amazon.aws.aws_ec2#inventory`"),
     (["two", "paragraphs | with a pipe"], "two paragraphs \\| with a pipe"),
 ])
 def test_role_docs_markup(markup, expected):
     assert role_docs.markdown(markup) == expected
+
+
+TAGGED_ROLES = [role for role in ROLES if (ROOT / "roles" / role / "tasks" / "main.yml").is_file()
+                and "tags:" in (ROOT / "roles" / role / "tasks" / "main.yml").read_text()]
+
+
+@pytest.mark.parametrize("role", TAGGED_ROLES)
+def test_checks_run_under_every_tag_of_their_role(role):
+    """`--tags <role>_configure` (or any other of the role's tags) still runs the checks before anything changes
+    (as prometheus.prometheus tags its preflight): a task file that checks carries every tag the role uses."""
+    steps = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+    tags = {tag for step in steps for tag in step.get("tags", [])}
+    checks = [step for step in steps if str(step.get("ansible.builtin.import_tasks", "")).startswith(CHECKS)]
+    assert checks, f"{role}: tasks/main.yml imports no preflight"
+    for step in checks:
+        assert tags <= set(step.get("tags", [])), f"{role}: {step['name']} lacks the tags {sorted(tags - set(step['tags']))}"
+
+
+@pytest.mark.parametrize("role", TAGGED_ROLES)
+def test_includes_pass_their_tags_on(role):
+    """A dynamic include's tasks do not inherit its tags: `--tags llama_build` ran the include of activate.yml and
+    none of its tasks. Every tagged include in tasks/main.yml applies its tags to what it includes."""
+    steps = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+    for step in steps:
+        include = step.get("ansible.builtin.include_tasks", step.get("ansible.builtin.include_role"))
+        if include is not None and step.get("tags"):
+            applied = include.get("apply", {}).get("tags") if isinstance(include, dict) else None
+            assert applied == step["tags"], f"{role}: {step['name']} does not apply its tags {step['tags']}"
