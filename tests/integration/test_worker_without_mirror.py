@@ -48,7 +48,7 @@ def test_worker_deploys_without_a_package_mirror(offline_host):
     result = containers.run_playbook(inventory, PLAYBOOK, extra)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    install = output.split("TASK [graviton.llama_rpc._common : Install nftables]", 1)[1].split("TASK [", 1)[0]
+    install = containers.task_output(output, "graviton.llama_rpc._common : Install nftables")
     assert f"skipping: [{HOST}]" in install, f"apt ran for a package the host has:\n{install}"
     assert container.exec_run(["systemctl", "is-active", "llama-rpc-worker@main.service"]).exit_code == 0
     ruleset = container.exec_run(["nft", "list", "table", "inet", "llama_rpc_worker"]).output.decode()

@@ -92,3 +92,8 @@ def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None):
     return subprocess.run(["ansible-playbook", "-i", str(inventory_path), str(playbook), "-e", json.dumps(extra_vars)]
                           + (["--tags", tags] if tags else []),
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def task_output(output, task):
+    """What ansible-playbook printed under TASK [<task>] ('namespace.collection.role : name'), up to the next task."""
+    return output.split(f"TASK [{task}]", 1)[1].split("TASK [", 1)[0]

@@ -18,10 +18,13 @@ import testinfra
 import testinfra.utils.ansible_runner
 import yaml
 
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(ROOT))
+from tests.tools import containers, tiny_model  # noqa: E402  pylint: disable=wrong-import-position
+
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("llama_master")
-ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 RESULTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "results"
 MODEL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "tiny.gguf"
 KEY = "molecule-test-key"
@@ -191,9 +194,6 @@ def test_preflight_refuses_a_busy_worker(host):
 
 
 def test_preflight_refuses_a_model_larger_than_the_cluster(host, tmp_path):
-    sys.path.insert(0, str(ROOT))
-    from tests.tools import tiny_model  # pylint: disable=import-outside-toplevel
-
     header = tmp_path / "huge.gguf"
     size = tiny_model.write_header_only(header)
     host_path = "/srv/huge.gguf"
@@ -275,8 +275,7 @@ def test_model_from_s3_through_a_signed_url(host, s3_model):
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     assert host.file(fetched).mtime == mtime
     for task in ["Sign a download URL of the S3 object (on the controller)", "Download the model"]:
-        # What the run printed under the task (the lines up to the next task).
-        printed = again.stdout.split(f"TASK [graviton.llama_rpc.rpc_master : {task}]", 1)[1].split("TASK [", 1)[0]
+        printed = containers.task_output(again.stdout, f"graviton.llama_rpc.rpc_master : {task}")
         assert "skipping: [" in printed and "ok: [" not in printed and "changed: [" not in printed, f"{task}:{printed}"
     wait_until_serving(host)
 
