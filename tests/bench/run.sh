@@ -10,4 +10,6 @@ bash tests/bed/images.sh
 . tests/bed/env.sh
 bash tests/bed/sources.sh
 detect_privileged
+# The benchmarks import the collection's Python (module_utils) as ansible_collections.graviton.llama_rpc.
+export PYTHONPATH="$ANSIBLE_COLLECTIONS_PATH${PYTHONPATH:+:$PYTHONPATH}"
 python -m "$@"
