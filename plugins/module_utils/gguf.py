@@ -24,8 +24,8 @@ _STRING = 8
 _ARRAY = 9
 # (elements per block, bytes per block) of the common ggml types, only to spot a truncated file: sizes
 # themselves come from the offsets. F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, BF16.
-_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 10: (256, 84),
-           11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
+BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 10: (256, 84),
+          11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
 # Arrays longer than this are summarised by their length (tokenizer vocabularies run to 250k entries).
 _ARRAY_KEEP = 64
 
@@ -98,8 +98,8 @@ def read_header(path):
     for tensor in tensors:
         tensor["size"] = next_offset[tensor["offset"]] - tensor["offset"]
     for tensor in tensors:
-        if tensor["type"] in _BLOCKS:
-            elements, block_bytes = _BLOCKS[tensor["type"]]
+        if tensor["type"] in BLOCKS:
+            elements, block_bytes = BLOCKS[tensor["type"]]
             count = 1
             for dim in tensor["shape"]:
                 count *= dim

@@ -52,6 +52,13 @@ options:
     description:
       - The master's C(free) and C(total) bytes. Default, this host's C(MemAvailable) and C(MemTotal).
     type: dict
+  load_figures:
+    description:
+      - The rates the first load depends on, to predict its time (RV(load)) with the collection's load-time model
+        (README, Performance). C(master_disk_read), C(worker_disk_read), C(worker_disk_write) and C(network_rate) (one
+        TCP flow) in bytes per second, C(master_cached_bytes) the part of the model in the master's page cache.
+      - Omitted, no prediction is made.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -113,10 +120,18 @@ plan:
     need_bytes:
       description: The cluster's total need.
       type: int
+load:
+  description:
+    - With O(load_figures), the predicted first load with the workers' caches C(cold) (llama.cpp sends and they store
+      the weights) and C(staged) (they hold their share, so hashes travel), each C(seconds), C(bound) (the resource that
+      bounds it), C(parts) (seconds of the master's read and hash, the transfer, the workers) and C(bytes_sent).
+  returned: when load_figures and a plan are given
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import load_time, tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.fit_plan import PlanError, plan
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGUFError, model_shape, read_header
 
@@ -147,6 +162,7 @@ def main():
             ubatch_size=dict(type="int", default=512),
             memory_fraction=dict(type="float", default=0.75),
             master_memory=dict(type="dict"),
+            load_figures=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -177,7 +193,16 @@ def main():
         result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"])
     except PlanError as error:
         module.fail_json(msg=str(error), model=model)
-    module.exit_json(changed=False, model=model, plan=result)
+    load = None
+    if params["load_figures"]:
+        figures = params["load_figures"]
+        missing = [key for key in ("master_disk_read", "worker_disk_read", "worker_disk_write", "network_rate")
+                   if not figures.get(key)]
+        if missing:
+            module.fail_json(msg="load_figures needs %s (bytes per second)" % ", ".join(missing))
+        shares = tensor_cache.assign(tensor_cache.hashed_tensors(header), result)
+        load = {state: load_time.for_plan(header, result, shares, figures, state) for state in ("cold", "staged")}
+    module.exit_json(changed=False, model=model, plan=result, load=load)
 
 
 if __name__ == "__main__":

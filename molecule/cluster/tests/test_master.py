@@ -20,7 +20,10 @@ import yaml
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
-from tests.tools import containers, tiny_model  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools import collection, containers, tiny_model  # noqa: E402  pylint: disable=wrong-import-position
+
+collection.importable()
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, tensor_cache  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -126,6 +129,111 @@ def test_worker_list_is_what_the_server_reads(host):
     names = RUNNER.get_hosts("llama_workers")
     addresses = [worker(name).interface.default().addresses[0] for name in names]
     assert workers == ",".join(f"{address}:50052" for address in addresses)
+
+
+CACHE_DIR = "/var/cache/llama-rpc-worker/main/rpc"
+CACHE_TOOL = "/opt/llama.cpp/current/bin/llama-rpc-cache"
+
+
+# Runs on the master: temperature 0 (greedy) through llama-server, print the generated text as JSON.
+GREEDY = """
+import json, sys, urllib.request
+url, key, prompt = sys.argv[1:4]
+request = urllib.request.Request(url + "/completion", headers={"Authorization": "Bearer " + key},
+                                 data=json.dumps({"prompt": prompt, "n_predict": 12, "temperature": 0}).encode())
+with urllib.request.urlopen(request, timeout=120) as reply:
+    print(json.dumps(json.load(reply)["content"]))
+"""
+
+
+def greedy(host, prompt="Once upon a time"):
+    """Greedy generation: the same weights give the same tokens."""
+    wait_until_serving(host)
+    return json.loads(host.check_output(f"python3 -c '{GREEDY}' {server_url(host)} {KEY} '{prompt}'"))
+
+
+def cached_files(name):
+    """The tensor cache files on a worker, name -> size."""
+    listing = worker(name).check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f %s\\n'")
+    return {line.split()[0]: int(line.split()[1]) for line in listing.splitlines() if len(line.split()[0]) == 16}
+
+
+def deploy(*extra_vars):
+    command = ["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "deploy.yml")]
+    for extra in extra_vars:
+        command += ["-e", json.dumps(extra)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    return run
+
+
+def test_workers_caches_hold_exactly_their_share(host):
+    """Each worker's cache holds the tensors the plan puts on it, named as llama.cpp names them, owned by the worker's
+    user and closed to everyone else; together they are every tensor that travels by hash."""
+    plan = json.loads(host.file("/etc/llama-rpc/plan.json").content_string)
+    header = gguf.read_header(MODEL)
+    expected = {tensor["size"] for tensor in tensor_cache.hashed_tensors(header)}
+    everything = []
+    for name in RUNNER.get_hosts("llama_workers"):
+        endpoint = f"{worker(name).interface.default().addresses[0]}:50052"
+        files = cached_files(name)
+        assert sorted(files) == sorted(plan["cached_hashes"][endpoint]), (name, files, plan["cached_hashes"])
+        assert set(files.values()) <= expected and len(files) > 0
+        directory = worker(name).file(CACHE_DIR)
+        assert (directory.user, directory.mode) == ("llama-rpc", 0o700)
+        for cache_file in list(files)[:2]:  # the name is the hash of the bytes (llama.cpp's FNV-1a 64)
+            assert worker(name).check_output(f"{CACHE_TOOL} hash {CACHE_DIR}/{cache_file}").split()[0] == cache_file
+        everything += files
+    assert len(everything) == len(set(everything)) == len(tensor_cache.hashed_tensors(header))
+
+
+def test_a_load_from_staged_caches_sends_hashes_not_weights(host):
+    """llama-server restarted (a reload, as after a crash or an upgrade): the master sends at most 5% of the model."""
+    counter = f"/sys/class/net/{host.interface.default().name}/statistics/tx_bytes"
+    wait_until_serving(host)
+    before = int(host.file(counter).content_string)
+    host.check_output("systemctl restart llama-server")
+    wait_until_serving(host)
+    sent = int(host.file(counter).content_string) - before
+    size = MODEL.stat().st_size
+    print(f"staged load: the master sent {sent} bytes for a {size}-byte model ({100 * sent / size:.1f}%)")
+    assert sent <= 0.05 * size
+
+
+def test_a_damaged_cache_is_repaired_by_the_next_deploy(host):
+    """One worker's file truncated, another's altered: the next deploy finds and replaces both (the server was holding
+    the workers, so it restarts), and greedy generation gives the same tokens as before."""
+    before = greedy(host)
+    first, second = RUNNER.get_hosts("llama_workers")
+    truncated = sorted(cached_files(first))[0]
+    altered = sorted(cached_files(second))[0]
+    worker(first).check_output(f"truncate -s 1000 {CACHE_DIR}/{truncated}")
+    worker(second).check_output(f"printf planted | dd of={CACHE_DIR}/{altered} bs=1 seek=4096 conv=notrunc status=none")
+    run = deploy()
+    printed = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Check each worker's cache (bytes against "
+                                                 "names, files of other models) and find what it lacks")
+    assert printed.count("changed: [") == 2, printed
+    for name, cache_file in ((first, truncated), (second, altered)):
+        assert worker(name).check_output(f"{CACHE_TOOL} hash {CACHE_DIR}/{cache_file}").split()[0] == cache_file
+    assert greedy(host) == before
+
+
+def test_a_removed_model_leaves_nothing_in_the_caches(host, tmp_path):
+    """A second model deployed, then the first again: the second one's cache files are gone from every worker."""
+    other = tiny_model.write_model(tmp_path / "other.gguf", embd=256, layers=2, ff=10752, seed=7)
+    subprocess.run(["docker", "cp", str(other), f"{host.backend.get_hostname()}:/srv/other.gguf"], check=True)
+    workers = RUNNER.get_hosts("llama_workers")
+    first_model = {name: set(cached_files(name)) for name in workers}
+    try:
+        deploy({"rpc_master_model_src": "/srv/other.gguf", "rpc_master_model_sha256": ""})
+        second_model = {name: set(cached_files(name)) for name in workers}
+        assert all(second_model[name] and not second_model[name] & first_model[name] for name in workers), second_model
+    finally:
+        deploy()
+        host.run("rm -f /srv/other.gguf /srv/.other.gguf.tensors.json")
+    for name in workers:
+        assert set(cached_files(name)) == first_model[name], name
+    wait_until_serving(host)
 
 
 def test_server_requires_the_key(host):

@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The RPC workers' tensor cache, as llama.cpp (b11312, ggml-rpc.cpp) uses it, and how this collection fills it.
+
+A worker started with -c keeps every weight tensor over HASH_THRESHOLD that it received in
+<LLAMA_CACHE>/rpc/<FNV-1a 64 of the tensor's bytes, 16 lower-case hex digits>, and on a later load answers
+the master's SET_TENSOR_HASH from that file instead of receiving the bytes. The bytes are the tensor's
+data exactly as it lies in the GGUF file, so the cache can be filled from the file itself.
+
+This module: which tensors of a GGUF file travel by hash (their exact sizes and offsets), which worker
+each goes to under a fit plan (the same placement llama.cpp makes), and the staging wire format between
+the master (sender) and a worker (receiver):
+
+    sender -> receiver:  one line of JSON: {"tensors": [{"hash", "size"}...]}   what it will send
+    receiver -> sender:  one line of JSON: {"ready": true}
+    sender -> receiver:  each tensor's bytes, in that order
+    receiver -> sender:  one line of JSON: {"stored": [hash...], "failed": {hash: reason}}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf
+
+HASH_THRESHOLD = 10 * 1024 * 1024  # ggml-rpc.cpp: tensors over this size travel by hash
+CACHE_NAME = re.compile(r"^[0-9a-f]{16}$")
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+def exact_size(tensor):
+    """The tensor's byte count (ggml_nbytes), which the hash covers; None for a type without a known block size.
+    (gguf.read_header's size runs to the next tensor and so includes the alignment padding.)"""
+    if tensor["type"] not in gguf.BLOCKS:
+        return None
+    elements_per_block, block_bytes = gguf.BLOCKS[tensor["type"]]
+    count = 1
+    for dim in tensor["shape"]:
+        count *= dim
+    return count // elements_per_block * block_bytes
+
+
+def hashed_tensors(header):
+    """The tensors that travel by hash: [{"name", "offset" (absolute, in the file), "size", "layer" (or None)}]."""
+    found = []
+    for tensor in header["tensors"]:
+        size = exact_size(tensor)
+        if size is None or size <= HASH_THRESHOLD or tensor["name"].startswith("token_embd"):
+            continue  # token embeddings stay on the master; unknown types and small tensors always travel
+        layer = _LAYER.match(tensor["name"])
+        found.append({"name": tensor["name"], "offset": header["data_offset"] + tensor["offset"], "size": size,
+                      "layer": int(layer.group(1)) if layer else None})
+    return found
+
+
+def assign(tensors, plan):
+    """{endpoint: [tensor...]}: the hashed tensors each worker receives under a gguf_plan plan (its "workers":
+    name = endpoint, layers [first, last], output). Tensors the master keeps are in no list."""
+    shares = {worker["name"]: [] for worker in plan["workers"]}
+    for tensor in tensors:
+        for worker in plan["workers"]:
+            first_last = worker["layers"]
+            if tensor["layer"] is None:
+                holds = worker["output"]
+            else:
+                holds = bool(first_last) and first_last[0] <= tensor["layer"] <= first_last[1]
+            if holds:
+                shares[worker["name"]].append(tensor)
+                break
+    return shares
+
+
+def read_line(sock, limit=64 << 20):
+    """One newline-terminated JSON object from a socket. The peers take turns, so nothing follows it yet."""
+    data = b""
+    while not data.endswith(b"\n"):
+        if len(data) > limit:
+            raise ValueError("a staging message longer than %d bytes: not a staging peer" % limit)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the peer closed the connection (after %d bytes of a message)" % len(data))
+        data += chunk
+    return json.loads(data.decode("utf-8"))
+
+
+def send_line(sock, message):
+    sock.sendall(json.dumps(message).encode("utf-8") + b"\n")

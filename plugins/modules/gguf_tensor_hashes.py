@@ -1,0 +1,135 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gguf_tensor_hashes
+short_description: The names a GGUF model's tensors take in llama.cpp RPC workers' tensor caches
+version_added: 0.2.0
+description:
+  - Runs on the master. Lists the model's weight tensors that travel to RPC workers by hash (over 10 MiB, the token
+    embeddings excepted, which stay on the master) with their exact offset and size in the file, and hashes each the way
+    llama.cpp does (FNV-1a 64) with O(tool), at disk speed.
+  - The hashes are kept in O(manifest) and reused while the model file is unchanged (same size, modification time and
+    inode), so a re-run reads nothing but the header.
+author:
+  - graviton.llama_rpc developers (@graviton)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+options:
+  path:
+    description: The GGUF model file.
+    type: path
+    required: true
+  tool:
+    description: The C(llama-rpc-cache) program of the llama_build role's build.
+    type: path
+    required: true
+  manifest:
+    description: Where the hashes are kept (JSON), for example beside the model.
+    type: path
+    required: true
+attributes:
+  check_mode:
+    support: full
+    details: Hashes (it only reads) but does not write the manifest.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Hash the model's big tensors (once per model file)
+  graviton.llama_rpc.gguf_tensor_hashes:
+    path: /var/lib/llama-models/model.gguf
+    tool: /opt/llama.cpp/current/bin/llama-rpc-cache
+    manifest: /var/lib/llama-models/.model.gguf.tensors.json
+  register: hashes
+"""
+
+RETURN = r"""
+tensors:
+  description: C(name), C(offset) (absolute), C(size), C(layer) (null outside the repeating layers) and C(hash).
+  returned: always
+  type: list
+  elements: dict
+hashed_bytes:
+  description: The bytes of those tensors.
+  returned: always
+  type: int
+seconds:
+  description: Time spent hashing now (0 when the manifest was reused).
+  returned: always
+  type: float
+hash_rate:
+  description: Bytes per second hashed now (null when the manifest was reused).
+  returned: always
+  type: float
+"""
+
+import json
+import os
+import subprocess
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGUFError, read_header
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import hashed_tensors
+
+MANIFEST_VERSION = 1
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            tool=dict(type="path", required=True),
+            manifest=dict(type="path", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        stat = os.stat(params["path"])
+        header = read_header(params["path"])
+    except (OSError, GGUFError) as error:
+        module.fail_json(msg="cannot read the model: %s" % error)
+    identity = [MANIFEST_VERSION, stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    try:
+        with open(params["manifest"]) as handle:
+            kept = json.load(handle)
+        if kept.get("identity") == identity:
+            module.exit_json(changed=False, tensors=kept["tensors"], hashed_bytes=sum(t["size"] for t in kept["tensors"]),
+                             seconds=0.0, hash_rate=None)
+    except (OSError, ValueError):
+        pass
+    tensors = hashed_tensors(header)
+    started = time.monotonic()
+    if tensors:
+        ranges = [str(value) for tensor in tensors for value in (tensor["offset"], tensor["size"])]
+        run = subprocess.run([params["tool"], "hash", params["path"]] + ranges, capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            module.fail_json(msg="hashing %s failed: %s" % (params["path"], run.stderr.strip() or run.returncode))
+        for tensor, line in zip(tensors, run.stdout.splitlines()):
+            tensor["hash"] = line.split()[0]
+    seconds = time.monotonic() - started
+    hashed = sum(tensor["size"] for tensor in tensors)
+    changed = False
+    if not module.check_mode:
+        partial = params["manifest"] + ".partial"
+        with open(partial, "w") as handle:
+            json.dump({"identity": identity, "tensors": tensors}, handle)
+        os.replace(partial, params["manifest"])
+        changed = True
+    module.exit_json(changed=changed, tensors=tensors, hashed_bytes=hashed, seconds=round(seconds, 3),
+                     hash_rate=round(hashed / seconds) if seconds > 0 and hashed else None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rpc_tensor_cache
+short_description: Check, prune and fill a llama.cpp RPC worker's tensor cache
+version_added: 0.2.0
+description:
+  - Runs on an RPC worker. Its tensor cache (C(-c)) holds weight tensors as files named by the FNV-1a 64 hash of
+    their bytes, and llama.cpp trusts a file's bytes when the master asks for its hash. This module makes that trust
+    deserved and keeps the cache bounded.
+  - Makes O(dir) a directory owned by O(owner), mode 0700 (whoever can write it can plant weights).
+  - Hashes every file of O(wanted) that is there with O(tool) (at disk speed) and removes those whose bytes do not match
+    their name (truncated, altered), so a later load fetches them again. A file verified before and not touched since
+    (same inode, size, modification and change time) is not hashed again.
+  - With O(prune), removes cache files that are neither in O(wanted) nor in O(keep), and half-written ones.
+  - Returns what is missing. With O(receive), listens on that address and port for one sender
+    (M(graviton.llama_rpc.rpc_tensor_send) on the master) and stores the missing tensors it sends, each through a
+    temporary file that is synced, hashed and renamed to its name only when its bytes have that hash (a cache never
+    holds a half-written or wrong file; a full disk leaves nothing behind). The worker's own service must be stopped
+    while it listens on the worker's port.
+author:
+  - graviton.llama_rpc developers (@graviton)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+options:
+  dir:
+    description: The directory llama.cpp keeps the cache in (C($LLAMA_CACHE/rpc)).
+    type: path
+    required: true
+  owner:
+    description: The worker's service user, who owns the cache.
+    type: str
+    required: true
+  tool:
+    description: The C(llama-rpc-cache) program of the llama_build role's build.
+    type: path
+    required: true
+  wanted:
+    description: The tensors this worker should hold, each C(hash) (16 hex digits) and C(size) (bytes).
+    type: list
+    elements: dict
+    required: true
+  keep:
+    description: More cache file names to keep (the tensors of other models the cluster serves).
+    type: list
+    elements: str
+    default: []
+  prune:
+    description: Remove cache files neither wanted nor kept.
+    type: bool
+    default: true
+  verify:
+    description: Hash the wanted files that are there and remove those that do not match their name.
+    type: bool
+    default: true
+  receive:
+    description:
+      - Listen for the missing tensors, as C(address), C(port) and C(timeout) (seconds, default 600, for the sender to
+        connect and for each read).
+    type: dict
+attributes:
+  check_mode:
+    support: full
+    details: Reports what it would remove; never listens.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Check the cache and find what is missing
+  graviton.llama_rpc.rpc_tensor_cache:
+    dir: /var/cache/llama-rpc-worker/main/rpc
+    owner: llama-rpc
+    tool: /opt/llama.cpp/current/bin/llama-rpc-cache
+    wanted: [{hash: a3ecf9663ee3ef85, size: 16777216}]
+  register: cache
+"""
+
+RETURN = r"""
+missing:
+  description: The wanted tensors not in the cache (after removing bad files), C(hash) and C(size).
+  returned: always
+  type: list
+  elements: dict
+present_bytes:
+  description: Bytes of the wanted tensors that are in the cache and verified.
+  returned: always
+  type: int
+removed:
+  description: Cache files removed, each with why (C(mismatch), C(unused), C(partial)).
+  returned: always
+  type: list
+  elements: dict
+free_bytes:
+  description: Free space in the cache's file system.
+  returned: always
+  type: int
+needed_bytes:
+  description: Bytes the missing tensors take.
+  returned: always
+  type: int
+fits:
+  description: Whether the missing tensors fit in the free space.
+  returned: always
+  type: bool
+stored:
+  description: With O(receive), the tensors stored.
+  returned: when received
+  type: list
+  elements: str
+failed:
+  description: With O(receive), the tensors not stored, with why.
+  returned: when received
+  type: dict
+"""
+
+import json
+import os
+import pwd
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import CACHE_NAME, read_line, send_line
+
+RECORD = ".verified.json"  # what was verified, and the file state it was verified in
+COPY_CHUNK = 8 << 20
+
+
+def file_state(stat):
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def hash_file(module, tool, path):
+    """llama.cpp's name for the file's bytes (FNV-1a 64), from the llama-rpc-cache helper; None if it cannot read it."""
+    code, out, _err = module.run_command([tool, "hash", path])
+    return out.split()[0] if code == 0 and out.strip() else None
+
+
+def ensure_dir(module, path, owner):
+    """The cache directory (and its parent, the instance's CacheDirectory) owned by the worker, 0700."""
+    changed = False
+    account = pwd.getpwnam(owner)
+    for directory in (os.path.dirname(path), path):
+        if not os.path.isdir(directory):
+            changed = True
+            if not module.check_mode:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+        if os.path.isdir(directory):
+            stat = os.stat(directory)
+            if (stat.st_uid, stat.st_gid, stat.st_mode & 0o777) != (account.pw_uid, account.pw_gid, 0o700):
+                changed = True
+                if not module.check_mode:
+                    os.chown(directory, account.pw_uid, account.pw_gid)
+                    os.chmod(directory, 0o700)
+    return changed, account
+
+
+def store(module, connection, params, name, size, account, buffer):
+    """One tensor from the connection into the cache: a temporary file, synced, hashed with the tool, and renamed
+    to its name only when its bytes have that hash. Returns None, or why it was not stored."""
+    directory = params["dir"]
+    partial = os.path.join(directory, ".%s.partial" % name)
+    view, left, why = memoryview(buffer), size, None
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while left:
+            got = connection.recv_into(view, min(left, COPY_CHUNK))
+            if not got:
+                raise ConnectionError("the sender closed the connection %d bytes before the end of %s" % (left, name))
+            left -= got
+            if why is None:
+                try:
+                    os.write(descriptor, view[:got])
+                except OSError as error:  # a full disk: the rest of this tensor is still read off the wire
+                    why = "cannot write %s (%s): free space in %s" % (name, error.strerror, directory)
+        if why is None:
+            os.fsync(descriptor)
+    except BaseException:
+        os.close(descriptor)
+        os.unlink(partial)
+        raise
+    os.close(descriptor)
+    if why is None:
+        actual = hash_file(module, params["tool"], partial)
+        if actual != name:
+            why = "the bytes received for %s hash to %s" % (name, actual)
+    if why is not None:
+        os.unlink(partial)
+        return why
+    os.chown(partial, account.pw_uid, account.pw_gid)
+    os.rename(partial, os.path.join(directory, name))
+    return None
+
+
+def receive(module, params, missing, account):
+    """Accept one sender and store what it sends of `missing`."""
+    options = params["receive"]
+    timeout = float(options.get("timeout") or 600)
+    expected = {item["hash"]: int(item["size"]) for item in missing}
+    stored, failed = [], {}
+    family = socket.AF_INET6 if ":" in options["address"] else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((options["address"], int(options["port"])))
+        server.listen(1)
+        server.settimeout(timeout)
+        try:
+            connection, _peer = server.accept()
+        except socket.timeout:
+            module.fail_json(msg="no sender connected to %s:%s within %ds" % (options["address"], options["port"], timeout))
+        with connection:
+            connection.settimeout(timeout)
+            announced = read_line(connection)["tensors"]
+            unexpected = [item["hash"] for item in announced if expected.get(item["hash"]) != int(item["size"])]
+            if unexpected:
+                send_line(connection, {"ready": False, "unexpected": unexpected})
+                module.fail_json(msg="the sender offered tensors this worker does not want: %s" % ", ".join(unexpected))
+            send_line(connection, {"ready": True})
+            buffer = bytearray(COPY_CHUNK)
+            for item in announced:
+                why = store(module, connection, params, item["hash"], int(item["size"]), account, buffer)
+                if why is None:
+                    stored.append(item["hash"])
+                else:
+                    failed[item["hash"]] = why
+            send_line(connection, {"stored": stored, "failed": failed})
+    return stored, failed
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            dir=dict(type="path", required=True),
+            owner=dict(type="str", required=True),
+            tool=dict(type="path", required=True),
+            wanted=dict(type="list", elements="dict", required=True),
+            keep=dict(type="list", elements="str", default=[]),
+            prune=dict(type="bool", default=True),
+            verify=dict(type="bool", default=True),
+            receive=dict(type="dict"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    wanted = {}
+    for item in params["wanted"]:
+        if not CACHE_NAME.match(str(item.get("hash", ""))) or int(item.get("size", -1)) <= 0:
+            module.fail_json(msg="each wanted tensor needs hash (16 lower-case hex digits) and size (bytes); got %r" % (item,))
+        wanted[item["hash"]] = int(item["size"])
+    bad_keep = [name for name in params["keep"] if not CACHE_NAME.match(name)]
+    if bad_keep:
+        module.fail_json(msg="keep holds names that are no cache file names: %s" % ", ".join(bad_keep))
+    try:
+        pwd.getpwnam(params["owner"])
+    except KeyError:
+        module.fail_json(msg="owner %s is no user on this host: run the rpc_worker role first" % params["owner"])
+    if not os.access(params["tool"], os.X_OK) and not module.check_mode:
+        module.fail_json(msg="%s is not there: run the llama_build role on this host first" % params["tool"])
+
+    changed, account = ensure_dir(module, params["dir"], params["owner"])
+    directory = params["dir"]
+    record_path = os.path.join(directory, RECORD)
+    try:
+        with open(record_path) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        record = {}
+    new_record, removed, present_bytes = {}, [], 0
+    keep = set(params["keep"])
+
+    names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    for name in names:
+        path = os.path.join(directory, name)
+        why = None
+        if name.endswith(".partial") and CACHE_NAME.match(name[1:-len(".partial")] if name.startswith(".") else ""):
+            why = "partial"
+        elif not CACHE_NAME.match(name):
+            continue  # not a cache file (our record, or something of the user's): left alone
+        elif name in wanted:
+            stat = os.stat(path)
+            if stat.st_size != wanted[name]:
+                why = "mismatch"
+            elif params["verify"] and record.get(name) != file_state(stat):
+                if hash_file(module, params["tool"], path) != name:
+                    why = "mismatch"
+            if why is None:
+                new_record[name] = file_state(os.stat(path))
+                present_bytes += stat.st_size
+        elif params["prune"] and name not in keep:
+            why = "unused"
+        elif name in keep:
+            stat = os.stat(path)
+            if record.get(name) == file_state(stat):
+                new_record[name] = record[name]
+        if why:
+            removed.append({"name": name, "why": why})
+            if not module.check_mode:
+                os.unlink(path)
+    if removed:
+        changed = True
+    if not module.check_mode and os.path.isdir(directory) and new_record != record:
+        with open(record_path + ".tmp", "w") as handle:
+            json.dump(new_record, handle)
+        os.replace(record_path + ".tmp", record_path)
+
+    present = set(new_record) & set(wanted)
+    missing = [{"hash": name, "size": size} for name, size in sorted(wanted.items()) if name not in present]
+    stat = os.statvfs(directory) if os.path.isdir(directory) else os.statvfs("/")
+    result = dict(missing=missing, present_bytes=present_bytes, removed=removed, free_bytes=stat.f_bavail * stat.f_frsize,
+                  needed_bytes=sum(item["size"] for item in missing))
+    result["fits"] = result["needed_bytes"] <= result["free_bytes"]
+    if params["receive"] and missing and not module.check_mode:
+        if not result["fits"]:
+            module.fail_json(msg="the cache %s has %d bytes free and the missing tensors take %d: free space there"
+                             % (directory, result["free_bytes"], result["needed_bytes"]), **result)
+        try:
+            stored, failed = receive(module, params, missing, account)
+        except (OSError, ValueError) as error:  # ConnectionError and socket.timeout are OSErrors
+            module.fail_json(msg="receiving the tensors on %s:%s failed: %s" % (
+                params["receive"]["address"], params["receive"]["port"], error), **result)
+        result.update(stored=stored, failed=failed)
+        changed = changed or bool(stored)
+        if failed:
+            module.fail_json(msg="%d tensors were not stored: %s" % (len(failed), "; ".join(
+                "%s: %s" % item for item in sorted(failed.items()))), changed=changed, **result)
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()

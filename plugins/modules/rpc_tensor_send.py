@@ -1,0 +1,177 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rpc_tensor_send
+short_description: Send a model's tensors from the master into the RPC workers' tensor caches, all workers at once
+version_added: 0.2.0
+description:
+  - Runs on the master. For each worker, connects to the receiver M(graviton.llama_rpc.rpc_tensor_cache) listens with,
+    says which tensors it sends, and streams them straight from the model file (C(sendfile), no copy through Python),
+    one connection per worker, all workers in parallel.
+  - The worker stores each tensor only when its bytes hash to its name, so a cache is never filled with wrong bytes.
+  - Returns the bytes and seconds per worker and in all, so the staging rate can be set against the raw network rate.
+author:
+  - graviton.llama_rpc developers (@graviton)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+options:
+  model:
+    description: The GGUF model file on the master.
+    type: path
+    required: true
+  tensors:
+    description: The model's hashed tensors, each C(hash), C(offset) (absolute, in the file) and C(size), as
+      M(graviton.llama_rpc.gguf_tensor_hashes) returns them.
+    type: list
+    elements: dict
+    required: true
+  workers:
+    description:
+      - Per worker, C(endpoint) (C(host:port), where its receiver listens) and C(hashes), the tensors to send it.
+    type: list
+    elements: dict
+    required: true
+  timeout:
+    description: Seconds to wait for a receiver to answer (it may still be starting), and for each read.
+    type: int
+    default: 120
+attributes:
+  check_mode:
+    support: full
+    details: Sends nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Stage the tensors each worker is missing
+  graviton.llama_rpc.rpc_tensor_send:
+    model: /var/lib/llama-models/model.gguf
+    tensors: "{{ hashes.tensors }}"
+    workers:
+      - endpoint: 10.0.1.11:50052
+        hashes: [a3ecf9663ee3ef85]
+"""
+
+RETURN = r"""
+workers:
+  description: Per worker, C(endpoint), C(bytes), C(seconds), C(stored) (count).
+  returned: always
+  type: list
+  elements: dict
+bytes:
+  description: Bytes sent to all workers.
+  returned: always
+  type: int
+seconds:
+  description: Wall time of the whole staging (the workers in parallel).
+  returned: always
+  type: float
+"""
+
+import os
+import socket
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import parse_endpoint
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import read_line, send_line
+
+
+def connect(host, port, timeout):
+    """The receiver starts while this runs: retry a refused connection until the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=timeout)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def send_one(model, worker, timeout, results):
+    started = time.monotonic()
+    outcome = {"endpoint": worker["endpoint"], "bytes": 0, "stored": 0}
+    try:
+        host, port = parse_endpoint(worker["endpoint"])
+        tensors = [{"hash": item["hash"], "size": int(item["size"])} for item in worker["tensors"]]
+        with connect(host, port, timeout) as sock, open(model, "rb") as handle:
+            sock.settimeout(timeout)
+            send_line(sock, {"tensors": tensors})
+            answer = read_line(sock)
+            if not answer.get("ready"):
+                raise RuntimeError("the receiver refused: %s" % answer)
+            for item in worker["tensors"]:
+                # socket.sendfile: the kernel copies from the file to the socket (and it honours the timeout)
+                sent = sock.sendfile(handle, offset=int(item["offset"]), count=int(item["size"]))
+                if sent != int(item["size"]):
+                    raise RuntimeError("the model file ends inside tensor %s" % item["hash"])
+                outcome["bytes"] += sent
+            report = read_line(sock)
+        outcome["stored"] = len(report.get("stored", []))
+        if report.get("failed"):
+            outcome["error"] = "not stored: " + "; ".join("%s: %s" % item for item in sorted(report["failed"].items()))
+    except (OSError, ValueError, RuntimeError) as error:
+        outcome["error"] = str(error)
+    outcome["seconds"] = round(time.monotonic() - started, 3)
+    results.append(outcome)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            model=dict(type="path", required=True),
+            tensors=dict(type="list", elements="dict", required=True),
+            workers=dict(type="list", elements="dict", required=True),
+            timeout=dict(type="int", default=120),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    by_hash = {tensor["hash"]: tensor for tensor in params["tensors"]}
+    workers = []
+    for worker in params["workers"]:
+        if "endpoint" not in worker or not isinstance(worker.get("hashes"), list):
+            module.fail_json(msg="each worker needs endpoint (host:port) and hashes (a list); got %r" % (worker,))
+        unknown = [name for name in worker["hashes"] if name not in by_hash]
+        if unknown:
+            module.fail_json(msg="%s: no tensor of the model has the hash %s" % (worker["endpoint"], ", ".join(unknown)))
+        # in file order: the model is read front to back
+        tensors = sorted((by_hash[name] for name in worker["hashes"]), key=lambda tensor: int(tensor["offset"]))
+        workers.append({"endpoint": worker["endpoint"], "tensors": tensors})
+    if module.check_mode:
+        module.exit_json(changed=bool(workers), workers=[], bytes=0, seconds=0.0)
+    if not os.path.isfile(params["model"]):
+        module.fail_json(msg="model %s does not exist on this host" % params["model"])
+    results, threads = [], []
+    started = time.monotonic()
+    for worker in workers:
+        thread = threading.Thread(target=send_one, args=(params["model"], worker, params["timeout"], results))
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    seconds = round(time.monotonic() - started, 3)
+    total = sum(outcome["bytes"] for outcome in results)
+    results.sort(key=lambda outcome: outcome["endpoint"])
+    failed = [outcome for outcome in results if outcome.get("error")]
+    if failed:
+        reasons = "; ".join("%s: %s" % (outcome["endpoint"], outcome["error"]) for outcome in failed)
+        module.fail_json(msg="staging failed for %s" % reasons, workers=results, bytes=total, seconds=seconds)
+    module.exit_json(changed=total > 0, workers=results, bytes=total, seconds=seconds,
+                     mbit_per_s=round(total * 8 / seconds / 1e6, 1) if seconds else None)
+
+
+if __name__ == "__main__":
+    main()
