@@ -71,10 +71,12 @@ def test_rpc_port_only_from_the_master_group_and_nothing_open_to_the_world():
 def test_instances_imdsv2_encrypted_private_workers_placement_and_tags():
     master, workers = instances("master"), instances("workers")
     assert len(master) == 1 and len(workers) == 2
+    # The master keeps the model (40 GB by default) in its page cache with 16 GiB to spare: c8g.8xlarge (64 GiB).
+    assert master[0]["InstanceType"] == "c8g.8xlarge" and {worker["InstanceType"] for worker in workers} == {"c8g.4xlarge"}
     for instance in master + workers:
         assert instance["MetadataOptions"]["HttpTokens"] == "required"
         # moto 5.2 implements no placement groups and drops the instances' group: not checkable here.
-        assert instance["InstanceType"] == "c8g.4xlarge"
+        # It also drops a block device's Throughput and Iops: the volumes' provisioned performance is not checkable here.
         tags = {tag["Key"]: tag["Value"] for tag in instance["Tags"]}
         assert tags[TAG] == CLUSTER and tags["managed-by"] == "graviton.llama_rpc" and "graviton.llama_rpc/expires" in tags
         volumes = [m["Ebs"]["VolumeId"] for m in instance["BlockDeviceMappings"]]
@@ -110,6 +112,9 @@ BAD = {
     "VPC that does not exist": ({"aws_infra_vpc_id": "vpc-0123456789abcdef0", "aws_infra_subnet_id": "subnet-0123456789abcdef0"},
                                 "No subnet subnet-0123456789abcdef0 in VPC vpc-0123456789abcdef0"),
     "name of a VPC this collection did not create": ({"aws_infra_cluster_name": "decoy"}, "was not created for this cluster"),
+    "volume throughput above gp3's": ({"aws_infra_volume_throughput_mib_s": 2000}, "aws_infra_volume_throughput_mib_s from 125 to 1000"),
+    "throughput the IOPS cannot carry": ({"aws_infra_volume_throughput_mib_s": 1000, "aws_infra_volume_iops": 3000},
+                                         "set aws_infra_volume_iops to at least 4000"),
 }
 
 
