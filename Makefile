@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help test lint sanity units molecule images venv demo demo-clean bench build docs bench-build bench-master constraints clean
+.PHONY: help test lint sanity units molecule images venv demo demo-clean bench build docs bench-build bench-load bench-master constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ docs: ## Rewrite the variable tables in the role READMEs from meta/argument_spec
 
 bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts vs 1, re-run vs first run
 	@bash tests/bench/run.sh tests.bench.build_once
+
+bench-load: ## Benchmark the first load: the load-time model's constants, and a load cold vs staged vs warm (loopback)
+	@bash tests/bench/run.sh tests.bench.load
 
 bench-master: ## Benchmark rpc_master: deployed vs by-hand tokens/s, load time -fit off vs on, worker cache warm vs cold
 	@bash tests/bench/run.sh tests.bench.master
