@@ -39,13 +39,16 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import assign
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import PlanMismatch, assign
 
 
 def tensor_shares(tensors, plan):
     if not isinstance(plan, dict) or not isinstance(plan.get("workers"), list):
         raise AnsibleFilterError("tensor_shares needs a gguf_plan plan (with its workers); got %r" % (plan,))
-    return assign(tensors, plan)
+    try:
+        return assign(tensors, plan)
+    except PlanMismatch as error:
+        raise AnsibleFilterError(str(error))
 
 
 class FilterModule:

@@ -55,9 +55,21 @@ def hashed_tensors(header):
     return found
 
 
+class PlanMismatch(ValueError):
+    """A plan that does not place a model's tensors: it was made for another model."""
+
+
 def assign(tensors, plan):
     """{endpoint: [tensor...]}: the hashed tensors each worker receives under a gguf_plan plan (its "workers":
-    name = endpoint, layers [first, last], output). Tensors the master keeps are in no list."""
+    name = endpoint, layers [first, last], output). Tensors the master keeps are in no list. A tensor of a layer
+    beyond every node's range (the plan was made for a model with fewer layers) raises PlanMismatch."""
+    nodes = plan["workers"] + ([plan["master"]] if isinstance(plan.get("master"), dict) else [])
+    last_planned = max((node["layers"][1] for node in nodes if node.get("layers")), default=-1)
+    unplaced = [tensor["name"] for tensor in tensors if tensor["layer"] is not None and tensor["layer"] > last_planned]
+    if unplaced:
+        raise PlanMismatch("the plan places layers 0 to %d, and the model has %s: the plan was made for another model. "
+                           "Plan this model again (deploy it with rpc_master, which plans the model it loads)."
+                           % (last_planned, ", ".join(unplaced[:3]) + (" and %d more" % (len(unplaced) - 3) if len(unplaced) > 3 else "")))
     shares = {worker["name"]: [] for worker in plan["workers"]}
     for tensor in tensors:
         for worker in plan["workers"]:

@@ -67,6 +67,10 @@ def test_hashed_tensors_and_each_workers_share(model):
     shares = tensor_cache.assign(tensors, plan)
     assert {t["layer"] for t in shares["a:1"]} == {0} and {t["layer"] for t in shares["b:1"]} == {1}
     assert len(shares["a:1"]) == len(shares["b:1"]) == 3
+    # A plan made for a one-layer model places nothing of layer 1: refused, not half staged.
+    with pytest.raises(tensor_cache.PlanMismatch, match=r"places layers 0 to 0, and the model has blk\.1\.ffn"):
+        tensor_cache.assign(tensors, {"workers": [{"name": "a:1", "layers": [0, 0], "output": True}],
+                                      "master": {"name": "master", "layers": [], "output": False}})
 
 
 def free_port():
