@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help test lint sanity units molecule images venv demo demo-clean bench build docs bench-build bench-load bench-master constraints clean
+.PHONY: help test lint sanity units molecule images venv demo demo-clean bench build docs bench-build bench-first-load bench-load bench-master constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ build: ## Build the collection tarball into the current directory
 
 docs: ## Rewrite the variable tables in the role READMEs from meta/argument_specs.yml
 	@$(IN_BED) python -m tests.tools.role_docs
+
+bench-first-load: ## Benchmark the first load on the local cluster: cold vs staged vs warm, each split into its parts
+	@bash tests/demo.sh first-load
 
 bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts vs 1, re-run vs first run
 	@bash tests/bench/run.sh tests.bench.build_once

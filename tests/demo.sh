@@ -65,9 +65,38 @@ case "${1:-up}" in
       ${previous:+-e bench_compare_with="$previous"} | tee "$demo_dir/bench.log"
     say "make bench: results in $demo_dir/bench (chart: $(newest "$demo_dir/bench" 'bench-*.png'))"
     ;;
+  first-load)
+    # make bench-first-load: the local cluster deployed with a model whose weights, like a 70B's, are nearly all in
+    # tensors over 10 MiB; bench.yml's loads cold, staged and warm; then the demo model is deployed again.
+    docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
+    mkdir -p "$demo_dir/bench"
+    model=$(python -m tests.tools.demo first-load-model "$demo_dir" | tail -1)
+    vars_file="$demo_dir/secret-vars.json"
+    restore() { ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" >"$demo_dir/first-load-restore.log"; }
+    trap restore EXIT
+    ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" -e rpc_master_model_src="$model" \
+      >"$demo_dir/first-load-deploy.log"
+    name="first-load-$(date -u +%Y%m%dT%H%M%SZ)"
+    ansible-playbook -i inventories/local playbooks/bench.yml -e bench_results_dir="$demo_dir/bench" -e bench_name="$name" \
+      -e '{"bench_worker_counts": [2], "bench_single_node": false, "bench_n_prompt": [16], "bench_n_gen": [4], "bench_repetitions": 1}' \
+      | tee "$demo_dir/first-load.log"
+    python - "$demo_dir/bench/$name.json" <<'PY'
+import json, sys
+load = json.load(open(sys.argv[1]))["load"]
+summary = load["summary"]
+print(f"""
+make bench-first-load ({sys.argv[1]}):
+  loads (ms): cold {load['cold_ms']:.0f}, staged {load['staged_ms']:.0f}, warm {load['warm_ms']:.0f}
+  staged / cold: {summary.get('staged_over_cold')} (goal <= 0.5)
+  bytes sent for the staged load: {100 * summary.get('staged_sent_fraction_of_model', 0):.2f}% of the model (goal <= 5%)
+  staging: {summary.get('staging_mbit_per_s')} Mbit/s, {100 * summary.get('staging_fraction_of_raw_tcp_summed', 0):.0f}% of raw TCP summed over the workers (goal >= 70%)
+  parts (ms): {json.dumps(load['breakdown'])}
+""")
+PY
+    ;;
   down)
     python -m tests.tools.demo down
     say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: tests/demo.sh up|bench|down" ;;
+  *) die "usage: tests/demo.sh up|bench|first-load|down" ;;
 esac

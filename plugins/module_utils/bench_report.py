@@ -7,7 +7,10 @@ draw the chart, compare two result files.
 A result file (JSON) holds:
     runs:    [{workers: 0..N (0 = the master alone), test: "pp512"|"tg128", n_prompt, n_gen,
                tokens_per_second, stddev, n_threads, n_gpu_layers}]
-    load:    {cold_ms, warm_ms, cold_bytes_sent, warm_bytes_sent, cold_mbit_per_s}
+    load:    per cache state (cold, staged, warm): <state>_ms, <state>_bytes_sent, <state>_mbit_per_s and
+             <state>_cache_bytes_written (measured); master_read_hash_ms and hashed_bytes (the master's own part of every
+             load, measured), worker_cache_write_mb_s (measured), staging_ms and staging_bytes (the staging before the
+             staged load); breakdown and summary, worked out here from those (load_breakdown)
     network: {raw_tcp_mbit_per_s, path}
     cluster, build, model, settings, started_at, finished_at
 """
@@ -58,6 +61,38 @@ def _runs_by_test(results):
     return table
 
 
+LOAD_STATES = ("cold", "staged", "warm")
+LOAD_PARTS = ("master_read_hash_ms", "transfer_ms", "worker_cache_write_ms", "other_ms")
+
+
+def load_breakdown(load, raw_tcp_mbit_per_s, model_bytes, workers):
+    """Each measured load split into the master's read and hash (measured once, the same in every load), the transfer
+    (the bytes the master sent, at the raw TCP rate measured on the same path), the workers' cache writes (the bytes
+    their caches grew by, at the write rate measured in a cache directory) and the rest (RPC round trips, buffers,
+    the context), which is what the three measured parts leave; and the figures the first-load goal is judged on."""
+    breakdown = {}
+    for state in LOAD_STATES:
+        if state + "_ms" not in load:
+            continue
+        parts = {"master_read_hash_ms": float(load.get("master_read_hash_ms", 0)),
+                 "transfer_ms": load[state + "_bytes_sent"] * 8 / (raw_tcp_mbit_per_s * 1e3) if raw_tcp_mbit_per_s else 0.0,
+                 "worker_cache_write_ms": (load.get(state + "_cache_bytes_written", 0) / (load["worker_cache_write_mb_s"] * 1e3)
+                                           if load.get("worker_cache_write_mb_s") else 0.0)}
+        parts["other_ms"] = load[state + "_ms"] - sum(parts.values())
+        breakdown[state] = {name: round(value, 1) for name, value in parts.items()}
+    summary = {}
+    if "staged_ms" in load and load.get("cold_ms"):
+        summary["staged_over_cold"] = round(load["staged_ms"] / load["cold_ms"], 3)
+    if "staged_bytes_sent" in load and model_bytes:
+        summary["staged_sent_fraction_of_model"] = round(load["staged_bytes_sent"] / model_bytes, 4)
+    if load.get("staging_ms") and load.get("staging_bytes"):
+        summary["staging_mbit_per_s"] = round(load["staging_bytes"] * 8 / (load["staging_ms"] * 1e3), 1)
+        if raw_tcp_mbit_per_s and workers:
+            # Every path is taken to run at the rate measured on the first (one bridge or one placement group).
+            summary["staging_fraction_of_raw_tcp_summed"] = round(summary["staging_mbit_per_s"] / (raw_tcp_mbit_per_s * workers), 3)
+    return breakdown, summary
+
+
 def markdown(results):
     """The report as Markdown: tokens/s per test and worker count, load times, the network figures."""
     table = _runs_by_test(results)
@@ -76,11 +111,27 @@ def markdown(results):
         lines.append("| %s | %s |" % (test, " | ".join(cells)))
     load = results.get("load")
     if load:
-        lines += ["", "## Model load", "", "| Worker cache | Load (ms) | Bytes the master sent | Effective rate (Mbit/s) |",
-                  "|---|---:|---:|---:|"]
-        for state in ("cold", "warm"):
-            figures = (state, load[state + "_ms"], load[state + "_bytes_sent"], load.get(state + "_mbit_per_s", 0))
-            lines.append("| %s | %.0f | %d | %.0f |" % figures)
+        breakdown = load.get("breakdown", {})
+        lines += ["", "## Model load", "",
+                  "| Worker cache | Load (ms) | Bytes the master sent | Effective rate (Mbit/s) | Bytes into the caches "
+                  "| Master read + hash (ms) | Transfer (ms) | Cache writes (ms) | Rest (ms) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for state in LOAD_STATES:
+            if state + "_ms" not in load:
+                continue
+            parts = breakdown.get(state, {})
+            lines.append("| %s | %.0f | %d | %.0f | %s | %s |" % (
+                state, load[state + "_ms"], load[state + "_bytes_sent"], load.get(state + "_mbit_per_s", 0),
+                load.get(state + "_cache_bytes_written", "-"),
+                " | ".join("%.0f" % parts[part] if part in parts else "-" for part in LOAD_PARTS)))
+        if breakdown:
+            lines += ["", "Measured: the loads, the bytes, the master's read and hash (%d bytes), the raw TCP rate and the "
+                      "workers' cache write rate (%s MB/s). Worked out from them: transfer = bytes sent at the raw TCP rate, "
+                      "cache writes = bytes into the caches at that write rate, rest = what the three leave."
+                      % (load.get("hashed_bytes", 0), load.get("worker_cache_write_mb_s", "-"))]
+        summary = load.get("summary", {})
+        if summary:
+            lines += [""] + ["- %s: %s" % (name.replace("_", " "), value) for name, value in sorted(summary.items())]
     network = results.get("network")
     if network:
         lines += ["", "## Network", "",
@@ -98,7 +149,7 @@ def compare(before, after):
         for count in sorted(set(table_before[test]) & set(table_after[test])):
             rows.append(("%s, %s tokens/s" % (test, "master alone" if count == 0 else "%d worker%s" % (count, "s" * (count > 1))),
                          table_before[test][count], table_after[test][count]))
-    for key in ("cold_ms", "warm_ms", "cold_bytes_sent"):
+    for key in ("cold_ms", "staged_ms", "warm_ms", "cold_bytes_sent", "staged_bytes_sent"):
         if key in before.get("load", {}) and key in after.get("load", {}):
             rows.append(("load " + key, before["load"][key], after["load"][key]))
     if "raw_tcp_mbit_per_s" in before.get("network", {}) and "raw_tcp_mbit_per_s" in after.get("network", {}):
@@ -135,10 +186,20 @@ def chart(results, path):
     speed.xaxis.get_major_locator().set_params(integer=True)
     speed.legend(fontsize=8)
     if results.get("load"):
-        states = ["cold", "warm"]
-        load.bar(states, [results["load"]["%s_ms" % state] for state in states], color=["#c44e52", "#55a868"])
+        figures = results["load"]
+        states = [state for state in LOAD_STATES if state + "_ms" in figures]
+        breakdown = figures.get("breakdown", {})
+        if breakdown:  # stacked: the parts of each load
+            bottoms = [0.0] * len(states)
+            for part, colour in zip(LOAD_PARTS, ("#4c72b0", "#c44e52", "#dd8452", "#8c8c8c")):
+                heights = [max(breakdown[state][part], 0.0) for state in states]
+                load.bar(states, heights, bottom=bottoms, color=colour, label=part[:-3].replace("_", " "))
+                bottoms = [bottom + height for bottom, height in zip(bottoms, heights)]
+            load.legend(fontsize=8)
+        else:
+            load.bar(states, [figures["%s_ms" % state] for state in states], color="#55a868")
         load.set_ylabel("ms")
-        load.set_title("Model load, worker cache cold vs warm")
+        load.set_title("Model load by worker cache state")
     else:
         load.set_axis_off()
     figure.tight_layout()

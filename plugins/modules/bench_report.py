@@ -12,8 +12,11 @@ short_description: Write a cluster benchmark's result as JSON, Markdown and a PN
 version_added: 0.1.0
 description:
   - With O(results), writes C(<name>.json) (every figure), C(<name>.md) (tables) and C(<name>.png) (tokens per
-    second against the number of workers, and load times) into O(dest), and, with O(compare_with), the ratios
-    of every common figure against that earlier result.
+    second against the number of workers, and the model loads by worker cache state, each split into its parts) into
+    O(dest), and, with O(compare_with), the ratios of every common figure against that earlier result.
+  - A result's C(load) gains C(breakdown) (per cache state: the master's read and hash, the transfer, the workers' cache
+    writes and the rest, in ms) and C(summary) (staged load over cold, bytes sent for the staged load as a fraction of
+    the model, the staging's rate and its fraction of the raw TCP rate summed over the workers).
   - With O(compare) alone, reads two result files and returns the ratios (after / before).
   - Runs where the files are (usually the controller, delegated to localhost). The chart needs matplotlib.
 author:
@@ -80,7 +83,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import BenchError, chart, compare, markdown
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import BenchError, chart, compare, load_breakdown, markdown
 
 
 def load(module, path):
@@ -114,6 +117,10 @@ def main():
                                                                         load(module, params["compare"][1]))
         if params["results"]:
             results = params["results"]
+            if results.get("load"):
+                results["load"]["breakdown"], results["load"]["summary"] = load_breakdown(
+                    results["load"], float(results.get("network", {}).get("raw_tcp_mbit_per_s") or 0),
+                    int(results.get("model", {}).get("file_size") or 0), len(results.get("cluster", {}).get("workers", [])))
             if params["compare_with"]:
                 outcome["comparison"], outcome["comparison_text"] = compare(load(module, params["compare_with"]), results)
             outcome["markdown"] = markdown(results)

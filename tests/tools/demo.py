@@ -2,6 +2,7 @@
 master. Names and groups match inventories/local/hosts.yml.
 
     python -m tests.tools.demo up MODEL_DIR
+    python -m tests.tools.demo first-load-model MODEL_DIR   (prints the model's path on the master)
     python -m tests.tools.demo down
 """
 
@@ -51,6 +52,21 @@ def up(model_dir):
     print(f"demo model: {model.stat().st_size / 1e6:.1f} MB of random weights on {master.name}:/srv/models/demo.gguf")
 
 
+FIRST_LOAD_MODEL = "/srv/models/first-load.gguf"
+
+
+def first_load_model(model_dir):
+    """The first-load benchmark's model on the master: like a 70B's, nearly all its weights are in tensors over
+    10 MiB (every matrix, no grouped KV heads), which travel by hash; the demo model has 18% in smaller ones."""
+    model = Path(model_dir) / "first-load.gguf"
+    if not model.exists():
+        tiny_model.write_model(model, embd=2048, layers=4, ff=8192, heads=16, kv_heads=16, context=1024)
+    master = docker.from_env().containers.get(names()[0])
+    if master.exec_run(["test", "-s", FIRST_LOAD_MODEL]).exit_code:
+        master.put_archive(str(Path(FIRST_LOAD_MODEL).parent), containers.tar_of(model))
+    print(FIRST_LOAD_MODEL)
+
+
 def down():
     client = docker.from_env()
     found = [client.containers.get(name) for name in names() if client.containers.list(all=True, filters={"name": f"^{name}$"})]
@@ -61,6 +77,8 @@ def down():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["up"]:
         up(sys.argv[2])
+    elif sys.argv[1:2] == ["first-load-model"]:
+        first_load_model(sys.argv[2])
     elif sys.argv[1:2] == ["down"]:
         down()
     else:

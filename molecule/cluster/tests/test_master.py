@@ -133,6 +133,7 @@ def test_worker_list_is_what_the_server_reads(host):
 
 CACHE_DIR = "/var/cache/llama-rpc-worker/main/rpc"
 CACHE_TOOL = "/opt/llama.cpp/current/bin/llama-rpc-cache"
+MASTER_STATE = "/etc/ansible/facts.d/llama_rpc_master.fact"  # rpc_master's published state (the saved plan)
 
 
 # Runs on the master: temperature 0 (greedy) through llama-server, print the generated text as JSON.
@@ -160,7 +161,7 @@ def cached_files(name):
 
 def planned_shares(host):
     """What the saved plan puts in each worker's cache: worker name -> set of cache file names."""
-    plan = json.loads(host.file("/etc/llama-rpc/plan.json").content_string)
+    plan = json.loads(host.file(MASTER_STATE).content_string)
     return {name: set(plan["cached_hashes"].get(f"{worker(name).interface.default().addresses[0]}:50052", []))
             for name in RUNNER.get_hosts("llama_workers")}
 
@@ -177,7 +178,7 @@ def deploy(*extra_vars):
 def test_workers_caches_hold_exactly_their_share(host):
     """Each worker's cache holds the tensors the plan puts on it, named as llama.cpp names them, owned by the worker's
     user and closed to everyone else; together they are every tensor that travels by hash."""
-    plan = json.loads(host.file("/etc/llama-rpc/plan.json").content_string)
+    plan = json.loads(host.file(MASTER_STATE).content_string)
     header = gguf.read_header(MODEL)
     expected = {tensor["size"] for tensor in tensor_cache.hashed_tensors(header)}
     everything = []
@@ -434,9 +435,16 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     assert counts == [0, 1, 2], counts
     assert all(run["tokens_per_second"] > 0 for run in result["runs"])
     assert result["load"]["cold_bytes_sent"] > 0 and result["network"]["raw_tcp_mbit_per_s"] > 0
+    # The staged load: the workers' caches were filled before it (by rpc_master's staging), so it sends hashes and
+    # stores nothing; the cold one stores what the staging sent.
+    load = result["load"]
+    assert load["staged_bytes_sent"] <= 0.05 * result["model"]["file_size"], load
+    assert load["staged_cache_bytes_written"] == 0 and load["cold_cache_bytes_written"] >= load["staging_bytes"] > 0, load
+    assert set(load["breakdown"]) == {"cold", "staged", "warm"} and load["master_read_hash_ms"] > 0, load
+    assert "| staged |" in (tmp_path / "second.md").read_text() and "load staged_ms" in second.stdout
     assert (tmp_path / "second.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| Test | master alone | 1 worker | 2 workers |" in (tmp_path / "second.md").read_text()
     assert "tg8, 2 workers tokens/s" in second.stdout and " x" in second.stdout
     print("bench: " + json.dumps({run["test"] + "/" + str(run["workers"]): run["tokens_per_second"] for run in result["runs"]}))
-    print(f"bench: load {result['load']}, network {result['network']}")
+    print(f"bench: load {load}, network {result['network']}")
     wait_until_serving(host)

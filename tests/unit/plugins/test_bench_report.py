@@ -75,3 +75,39 @@ def test_module_writes_json_markdown_and_a_real_png(tmp_path, capsys):
     assert {row["figure"]: row["ratio"] for row in result["comparison"]}["tg32, 2 workers tokens/s"] == 2.0
     compared = run_module(bench_report_module.main, capsys, compare=[str(before), str(json_file)])
     assert "x2.0" in compared["comparison_text"]
+
+
+def staged_results():
+    figures = results(cold=2000.0)
+    figures["load"].update({"cold_cache_bytes_written": 240_000_000, "staged_ms": 900.0, "staged_bytes_sent": 1_000_000,
+                            "staged_mbit_per_s": 8.9, "staged_cache_bytes_written": 0, "warm_cache_bytes_written": 0,
+                            "master_read_hash_ms": 300.0, "hashed_bytes": 240_000_000, "worker_cache_write_mb_s": 1200.0,
+                            "staging_ms": 500.0, "staging_bytes": 240_000_000})
+    return figures
+
+
+def test_load_breakdown_splits_each_load_and_judges_the_staged_one():
+    breakdown, summary = bench_report.load_breakdown(staged_results()["load"], 20000.0, 250_000_000, 2)
+    # cold: 250 MB at 20 Gbit/s = 100 ms on the wire, 240 MB at 1200 MB/s = 200 ms into the caches, the rest 1400 ms
+    assert breakdown["cold"] == {"master_read_hash_ms": 300.0, "transfer_ms": 100.0, "worker_cache_write_ms": 200.0,
+                                 "other_ms": 1400.0}
+    assert breakdown["staged"] == {"master_read_hash_ms": 300.0, "transfer_ms": 0.4, "worker_cache_write_ms": 0.0,
+                                   "other_ms": 599.6}
+    assert summary == {"staged_over_cold": 0.45, "staged_sent_fraction_of_model": 0.004, "staging_mbit_per_s": 3840.0,
+                       "staging_fraction_of_raw_tcp_summed": 0.096}
+
+
+def test_load_breakdown_of_an_older_result_without_the_staged_load():
+    breakdown, summary = bench_report.load_breakdown(results()["load"], 20000.0, 245_000_000, 2)
+    assert set(breakdown) == {"cold", "warm"} and summary == {}
+    assert breakdown["cold"]["other_ms"] == 2000.0 - 100.0  # nothing measured for the master or the caches
+
+
+def test_module_writes_the_breakdown_into_the_json_markdown_and_chart(tmp_path, capsys):
+    result = run_module(bench_report_module.main, capsys, results=staged_results(), dest=str(tmp_path), name="staged")
+    written = json.loads((tmp_path / "staged.json").read_text())["load"]
+    assert written["summary"]["staged_over_cold"] == 0.45 and written["breakdown"]["cold"]["transfer_ms"] == 100.0
+    text = (tmp_path / "staged.md").read_text()
+    assert "| staged | 900 | 1000000 | 9 | 0 | 300 | 0 | 0 | 600 |" in text and "- staged over cold: 0.45" in text
+    assert (tmp_path / "staged.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| cold | 2000 | 250000000 | 1000 | 240000000 | 300 | 100 | 200 | 1400 |" in result["markdown"]
