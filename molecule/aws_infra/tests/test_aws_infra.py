@@ -19,7 +19,9 @@ CLUSTER = "molecule-llama"
 TAG = "graviton.llama_rpc/cluster"
 ENV = dict(os.environ, AWS_URL=ENDPOINT, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
 BASE = {"aws_infra_region": REGION, "aws_infra_cluster_name": CLUSTER, "aws_infra_admin_cidr": "198.51.100.7/32",
-        "aws_infra_key_name": "molecule-key", "aws_infra_wait_for_ssh": False, "aws_infra_placement_group_managed": False}
+        "aws_infra_key_name": "molecule-key", "aws_infra_wait_for_ssh": False, "aws_infra_placement_group_managed": False,
+        "aws_infra_rpc_port": 50099}
+RPC_PORT = 50099  # not llama.cpp's default: it must reach the security group, the workers' tag and the inventory
 
 
 def ec2():
@@ -58,7 +60,8 @@ def groups():
 def test_rpc_port_only_from_the_master_group_and_nothing_open_to_the_world():
     found = groups()
     master, workers = found[f"{CLUSTER}-master"], found[f"{CLUSTER}-workers"]
-    rpc = [rule for rule in workers["IpPermissions"] if rule.get("FromPort") == 50052]
+    rpc = [rule for rule in workers["IpPermissions"] if rule.get("FromPort") == RPC_PORT]
+    assert not [rule for rule in workers["IpPermissions"] if rule.get("FromPort") == 50052]
     assert len(rpc) == 1 and not rpc[0].get("IpRanges") and not rpc[0].get("Ipv6Ranges")
     assert [pair["GroupId"] for pair in rpc[0]["UserIdGroupPairs"]] == [master["GroupId"]]
     ssh = [rule for rule in master["IpPermissions"] if rule.get("FromPort") == 22]
@@ -100,6 +103,23 @@ def test_inventory_plugin_graph():
     assert master_section.count(f"{CLUSTER}-master-i-") == 1 and worker_section.count(f"{CLUSTER}-workers-i-") == 2
     assert f"@cluster_{CLUSTER.replace('-', '_')}:" in graph
     assert "decoy" not in graph
+
+
+def test_inventory_plugin_hands_the_rpc_port_to_the_workers():
+    """The port the security group admits is the one rpc_worker listens on and the worker list names."""
+    result = subprocess.run(["ansible-inventory", "-i", str(ROOT / "inventories" / "aws" / "aws_ec2.yml"), "--list"],
+                            capture_output=True, text=True, env=ENV, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    hostvars = json.loads(result.stdout)["_meta"]["hostvars"]
+    # (ansible-core 2.19 may print a value as {"__ansible_unsafe": ...})
+    plain = {name: variables.get("rpc_worker_port") for name, variables in hostvars.items() if "decoy" not in name}
+    ports = {name: int(value["__ansible_unsafe"] if isinstance(value, dict) else value) if value is not None else None
+             for name, value in plain.items()}
+    workers = {name: port for name, port in ports.items() if "-workers-" in name}
+    assert len(workers) == 2 and set(workers.values()) == {RPC_PORT}, ports
+    assert all(port is None for name, port in ports.items() if "-master-" in name), ports
+    for worker in instances("workers"):
+        assert {tag["Key"]: tag["Value"] for tag in worker["Tags"]}["graviton.llama_rpc/rpc_port"] == str(RPC_PORT)
 
 
 BAD = {
