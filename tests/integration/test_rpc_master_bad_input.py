@@ -95,4 +95,4 @@ def test_good_input_passes_the_input_checks(host):
     """The same play with good input gets past every input check, to where llama.cpp must be installed."""
     sha = host[2]
     result, _untouched = converge(host, rpc_master_model_sha256=sha)
-    assert "missing in /opt/llama.cpp/current/bin" in result.stdout, result.stdout[-3000:]
+    assert "No llama.cpp build on" in result.stdout and "local fact llama_rpc_build" in result.stdout, result.stdout[-3000:]

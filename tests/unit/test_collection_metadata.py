@@ -125,3 +125,26 @@ def test_includes_pass_their_tags_on(role):
         if include is not None and step.get("tags"):
             applied = include.get("apply", {}).get("tags") if isinstance(include, dict) else None
             assert applied == step["tags"], f"{role}: {step['name']} does not apply its tags {step['tags']}"
+
+
+# What each role keeps on a host. Another role learns it from the state the owner publishes (Ansible local facts,
+# read through hostvars), never by reading these paths.
+ROLE_FILES = {
+    "llama_build": [r"build-record\.json", r"facts\.d/llama_rpc_build", r"/current/bin"],
+    "rpc_worker": [r"/etc/llama-rpc-worker", r"/var/cache/llama-rpc-worker", r"facts\.d/llama_rpc_worker"],
+    "rpc_master": [r"/etc/llama-rpc(?![-\w])", r"facts\.d/llama_rpc_master"],
+}
+
+
+@pytest.mark.parametrize("owner", sorted(ROLE_FILES))
+def test_no_role_reads_another_roles_files_by_path(owner):
+    pattern = re.compile("|".join(ROLE_FILES[owner]))
+    found = []
+    for role in ROLES:
+        if role == owner:
+            continue
+        for path in sorted((ROOT / "roles" / role).rglob("*")):
+            if path.is_file() and path.parts[len(ROOT.parts) + 2] in ("tasks", "vars", "defaults", "templates", "handlers"):
+                found += ["%s:%d" % (path.relative_to(ROOT), number) for number, line in enumerate(path.read_text().splitlines(), 1)
+                          if pattern.search(line) and not line.lstrip().startswith("#")]
+    assert not found, "%s's files named outside it (read its published state instead): %s" % (owner, found)
