@@ -26,6 +26,8 @@ def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=()):
         options["privileged"] = True
     else:
         options["cap_add"] = ["SYS_ADMIN", *extra_caps]
+    for left in client.containers.list(all=True, filters={"name": f"^{name}$"}):
+        left.remove(force=True)  # left by an interrupted run: its name would refuse the new one (409 Conflict)
     container = client.containers.run(name=name, **options)
     wait_until_booted(container)
     return container
