@@ -14,7 +14,7 @@ description:
   - With O(results), writes C(<name>.json) (every figure), C(<name>.md) (tables) and C(<name>.png) (tokens per
     second against the number of workers, and the model loads by worker cache state, each split into its parts) into
     O(dest), and, with O(compare_with), the ratios of every common figure against that earlier result.
-  - A result's C(load) gains C(breakdown) (per cache state: the master's read and hash, the transfer, the workers' cache
+  - A result's C(load) gains C(breakdown) (per cache state, the master's read and hash, the transfer, the workers' cache
     writes and the rest, in ms) and C(summary) (staged load over cold, bytes sent for the staged load as a fraction of
     the model, the staging's rate and its fraction of the raw TCP rate summed over the workers).
   - With O(compare) alone, reads two result files and returns the ratios (after / before).

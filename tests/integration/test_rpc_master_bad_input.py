@@ -40,7 +40,8 @@ def converge(host, masters=1, workers=2, tags=None, **overrides):
     container, directory, _sha = host
     result = containers.run_playbook(write_inventory(directory, masters, workers), PLAYBOOK, dict(BASE, **overrides),
                                      tags=tags)
-    untouched = container.exec_run(["sh", "-c", "! test -e /etc/llama-rpc && ! test -e /var/lib/llama-models && ! test -e /etc/ansible/facts.d/llama_rpc_master.fact"]).exit_code == 0
+    nothing_written = "! test -e /etc/llama-rpc && ! test -e /var/lib/llama-models && ! test -e /etc/ansible/facts.d/llama_rpc_master.fact"
+    untouched = container.exec_run(["sh", "-c", nothing_written]).exit_code == 0
     return result, untouched
 
 
