@@ -22,10 +22,10 @@ DEFAULT_ALIGNMENT = 32
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING = 8
 _ARRAY = 9
-# (elements per block, bytes per block) of the common ggml types, only to spot a truncated file: sizes
-# themselves come from the offsets. F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, BF16.
-BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 10: (256, 84),
-          11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
+# (elements per block, bytes per block) of the common ggml types: a tensor's data bytes (data_bytes), to spot a
+# truncated file and to know what llama.cpp hashes. F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, BF16.
+_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 10: (256, 84),
+           11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
 # Arrays longer than this are summarised by their length (tokenizer vocabularies run to 250k entries).
 _ARRAY_KEEP = 64
 
@@ -69,6 +69,18 @@ class _Reader:
         raise GGUFError("%s: unknown metadata type %d in the header" % (self.path, kind))
 
 
+def data_bytes(tensor):
+    """A tensor's data bytes (ggml_nbytes: what llama.cpp hashes and sends), from its type and shape; None for a type
+    without a known block size. (read_header's "size" runs to the next tensor, alignment padding included.)"""
+    if tensor["type"] not in _BLOCKS:
+        return None
+    elements_per_block, block_bytes = _BLOCKS[tensor["type"]]
+    count = 1
+    for dim in tensor["shape"]:
+        count *= dim
+    return -(-count // elements_per_block) * block_bytes
+
+
 def read_header(path):
     """Return {"version", "metadata", "tensors": [{name, shape, type, offset, size}], "data_offset", "file_size"}."""
     file_size = os.path.getsize(path)
@@ -98,14 +110,10 @@ def read_header(path):
     for tensor in tensors:
         tensor["size"] = next_offset[tensor["offset"]] - tensor["offset"]
     for tensor in tensors:
-        if tensor["type"] in BLOCKS:
-            elements, block_bytes = BLOCKS[tensor["type"]]
-            count = 1
-            for dim in tensor["shape"]:
-                count *= dim
-            if tensor["size"] < -(-count // elements) * block_bytes:
-                raise GGUFError("%s is shorter than its tensor table says (%s is cut off): an incomplete download?"
-                                % (path, tensor["name"]))
+        needed = data_bytes(tensor)
+        if needed is not None and tensor["size"] < needed:
+            raise GGUFError("%s is shorter than its tensor table says (%s is cut off): an incomplete download?"
+                            % (path, tensor["name"]))
     return {"version": version, "metadata": metadata, "tensors": tensors, "data_offset": data_offset, "file_size": file_size}
 
 

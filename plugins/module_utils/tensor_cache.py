@@ -30,23 +30,11 @@ CACHE_NAME = re.compile(r"^[0-9a-f]{16}$")
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
-def exact_size(tensor):
-    """The tensor's byte count (ggml_nbytes), which the hash covers; None for a type without a known block size.
-    (gguf.read_header's size runs to the next tensor and so includes the alignment padding.)"""
-    if tensor["type"] not in gguf.BLOCKS:
-        return None
-    elements_per_block, block_bytes = gguf.BLOCKS[tensor["type"]]
-    count = 1
-    for dim in tensor["shape"]:
-        count *= dim
-    return count // elements_per_block * block_bytes
-
-
 def hashed_tensors(header):
     """The tensors that travel by hash: [{"name", "offset" (absolute, in the file), "size", "layer" (or None)}]."""
     found = []
     for tensor in header["tensors"]:
-        size = exact_size(tensor)
+        size = gguf.data_bytes(tensor)
         if size is None or size <= HASH_THRESHOLD or tensor["name"].startswith("token_embd"):
             continue  # token embeddings stay on the master; unknown types and small tensors always travel
         layer = _LAYER.match(tensor["name"])
