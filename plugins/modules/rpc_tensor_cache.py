@@ -139,6 +139,12 @@ def file_state(stat):
     return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
+def write_record(path, record):
+    with open(path + ".tmp", "w") as handle:
+        json.dump(record, handle)
+    os.replace(path + ".tmp", path)
+
+
 def hash_file(module, tool, path):
     """llama.cpp's name for the file's bytes (FNV-1a 64), from the llama-rpc-cache helper; None if it cannot read it."""
     code, out, _err = module.run_command([tool, "hash", path])
@@ -297,9 +303,8 @@ def main():
                 present_bytes += stat.st_size
         elif params["prune"] and name not in keep:
             why = "unused"
-        elif name in keep:
-            stat = os.stat(path)
-            if record.get(name) == file_state(stat):
+        else:  # kept unlooked-at (another served model's, or a call that does not prune): its verification stands
+            if record.get(name) == file_state(os.stat(path)):
                 new_record[name] = record[name]
         if why:
             removed.append({"name": name, "why": why})
@@ -308,9 +313,7 @@ def main():
     if removed:
         changed = True
     if not module.check_mode and os.path.isdir(directory) and new_record != record:
-        with open(record_path + ".tmp", "w") as handle:
-            json.dump(new_record, handle)
-        os.replace(record_path + ".tmp", record_path)
+        write_record(record_path, new_record)
 
     present = set(new_record) & set(wanted)
     missing = [{"hash": name, "size": size} for name, size in sorted(wanted.items()) if name not in present]
@@ -329,6 +332,9 @@ def main():
                 params["receive"]["address"], params["receive"]["port"], error), **result)
         result.update(stored=stored, failed=failed)
         changed = changed or bool(stored)
+        if stored:  # each was hashed as it was stored: the next check need not read it again
+            new_record.update((name, file_state(os.stat(os.path.join(directory, name)))) for name in stored)
+            write_record(record_path, new_record)
         if failed:
             module.fail_json(msg="%d tensors were not stored: %s" % (len(failed), "; ".join(
                 "%s: %s" % item for item in sorted(failed.items()))), changed=changed, **result)

@@ -123,6 +123,8 @@ def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
     with capsys.disabled():
         print(f"staging over loopback: {sent['bytes'] / 1e6:.0f} MB in {sent['seconds']:.2f} s ({sent['mbit_per_s']} Mbit/s)")
 
+    # Hashed as they were stored: recorded as verified, so the next check reads none of them again.
+    assert sorted(json.loads((cache / ".verified.json").read_text())) == sorted(item["hash"] for item in wanted)
     assert run_module(rpc_tensor_cache.main, capsys, **common)["missing"] == []
     assert not run_module(rpc_tensor_cache.main, capsys, **common)["changed"], "a re-check changes nothing"
 
@@ -138,6 +140,8 @@ def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
     assert sorted(item["hash"] for item in rechecked["missing"]) == sorted([wanted[0]["hash"], wanted[1]["hash"]])
     _sent, received = stage(rechecked["missing"])
     assert len(received["stored"]) == 2
+    # Hashed as they were stored: recorded as verified, so the next check reads none of them again.
+    assert sorted(json.loads((cache / ".verified.json").read_text())) == sorted(item["hash"] for item in wanted)
     assert run_module(rpc_tensor_cache.main, capsys, **common)["missing"] == []
 
 
