@@ -27,7 +27,6 @@ import resource
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,10 +34,10 @@ from pathlib import Path
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, llama_log, tensor_cache
 from tests.tools import llama_cpp, tiny_model
+from tests.tools.collection import start_module
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL_SOURCE = ROOT / "roles" / "llama_build" / "files" / "llama-rpc-cache.c"
-MODULES = ROOT / "plugins" / "modules"
 
 
 def child_user_seconds():
@@ -65,14 +64,9 @@ def page_cache_rate(path):
         return size / (time.perf_counter() - started)
 
 
-def module(name, args):
+def module(name, args, work):
     """One of the collection's modules in its own process, as Ansible runs it; returns its result."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump({"ANSIBLE_MODULE_ARGS": args}, handle)
-    run = subprocess.run([sys.executable, str(MODULES / f"{name}.py"), handle.name], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), check=False)
-    os.unlink(handle.name)
-    result = json.loads(run.stdout)
+    result = json.loads(start_module(name, args, work).communicate()[0])
     if result.get("failed"):
         raise RuntimeError(f"{name}: {result.get('msg')}")
     return result
@@ -182,18 +176,16 @@ def main():
         with Worker(bin_dir, root / "cold") as worker:
             rounds["cold"].append(load_ms(bin_dir, model, f"127.0.0.1:{worker.port}"))
             rounds["cold_saved"].append(worker.saved())
-        manifest = module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(work / "manifest.json")})
+        manifest = module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(work / "manifest.json")}, work)
         cache = root / "staged" / "rpc"
         owner = __import__("pwd").getpwuid(os.getuid()).pw_name
         wanted = [{"hash": t["hash"], "size": t["size"]} for t in manifest["tensors"]]
         port = llama_cpp.free_port()
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            json.dump({"ANSIBLE_MODULE_ARGS": {"dir": str(cache), "owner": owner, "tool": tool, "wanted": wanted,
-                                               "receive": {"address": "127.0.0.1", "port": port, "timeout": 120}}}, handle)
-        receiver = subprocess.Popen([sys.executable, str(MODULES / "rpc_tensor_cache.py"), handle.name], stdout=subprocess.PIPE,
-                                    env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        receiver = start_module("rpc_tensor_cache", {"dir": str(cache), "owner": owner, "tool": tool, "wanted": wanted,
+                                                     "receive": {"address": "127.0.0.1", "port": port, "timeout": 120}}, work)
         sent = module("rpc_tensor_send", {"model": str(model), "tensors": manifest["tensors"],
-                                          "workers": [{"endpoint": f"127.0.0.1:{port}", "hashes": [t["hash"] for t in wanted]}]})
+                                          "workers": [{"endpoint": f"127.0.0.1:{port}", "hashes": [t["hash"] for t in wanted]}]},
+                      work)
         receiver.communicate(timeout=300)
         rounds["staging_s"].append(sent["seconds"])
         with Worker(bin_dir, root / "staged") as worker:

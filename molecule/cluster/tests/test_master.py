@@ -179,14 +179,13 @@ def deploy(*extra_vars):
 def test_workers_caches_hold_exactly_their_share(host):
     """Each worker's cache holds the tensors the plan puts on it, named as llama.cpp names them, owned by the worker's
     user and closed to everyone else; together they are every tensor that travels by hash."""
-    plan = json.loads(host.file(MASTER_STATE).content_string)
+    shares = planned_shares(host)
     header = gguf.read_header(MODEL)
     expected = {tensor["size"] for tensor in tensor_cache.hashed_tensors(header)}
     everything = []
     for name in RUNNER.get_hosts("llama_workers"):
-        endpoint = f"{worker(name).interface.default().addresses[0]}:50052"
         files = cached_files(name)
-        assert sorted(files) == sorted(plan["cached_hashes"][endpoint]), (name, files, plan["cached_hashes"])
+        assert sorted(files) == sorted(shares[name]), (name, files, shares)
         assert set(files.values()) <= expected and len(files) > 0
         directory = worker(name).file(CACHE_DIR)
         assert (directory.user, directory.mode) == ("llama-rpc", 0o700)

@@ -5,9 +5,7 @@ under a plan, a cache that is re-checked (a truncated and an altered file are re
 
 import json
 import os
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,12 +13,12 @@ import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes, rpc_tensor_cache, rpc_tensor_send
 
-from tests.tools import tiny_model
+from tests.tools import llama_cpp, tiny_model
+from tests.tools.collection import start_module
 from tests.unit.plugins.module_runner import run_module
 
 ROOT = Path(__file__).resolve().parents[3]
 TOOL_SOURCE = ROOT / "roles" / "llama_build" / "files" / "llama-rpc-cache.c"
-MODULE = Path(rpc_tensor_cache.__file__)
 OWNER = __import__("pwd").getpwuid(os.getuid()).pw_name
 
 
@@ -73,20 +71,6 @@ def test_hashed_tensors_and_each_workers_share(model):
                                       "master": {"name": "master", "layers": [], "output": False}})
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def receiver(tmp_path, args):
-    """The worker-side module in its own process, as Ansible runs it (the module's arguments in a file)."""
-    arguments = tmp_path / "receiver-args.json"
-    arguments.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    return subprocess.Popen([sys.executable, str(MODULE), str(arguments)], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-
-
 def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
     hashes = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"))
     assert hashes["changed"] and len(hashes["tensors"]) == 6 and hashes["hash_rate"] > 0
@@ -109,9 +93,10 @@ def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
     assert len(checked["missing"]) == 6 and checked["fits"] and oct(cache.stat().st_mode & 0o777) == "0o700"
 
     def stage(missing):
-        port = free_port()
-        process = receiver(tmp_path, dict(common, wanted=missing, verify=False, prune=False,
-                                          receive={"address": "127.0.0.1", "port": port, "timeout": 60}))
+        port = llama_cpp.free_port()
+        process = start_module("rpc_tensor_cache", dict(common, wanted=missing, verify=False, prune=False,
+                                                        receive={"address": "127.0.0.1", "port": port, "timeout": 60}),
+                               tmp_path)
         sent = run_module(rpc_tensor_send.main, capsys, model=str(model), tensors=hashes["tensors"],
                           workers=[{"endpoint": f"127.0.0.1:{port}", "hashes": [item["hash"] for item in missing]}])
         received = json.loads(process.communicate(timeout=60)[0])
@@ -148,9 +133,11 @@ def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
 def test_a_receiver_refuses_what_it_did_not_ask_for(tool, model, tmp_path, capsys):
     hashes = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"))
     cache = tmp_path / "rpc"
-    port = free_port()
-    process = receiver(tmp_path, dict(dir=str(cache), owner=OWNER, tool=tool, wanted=[hashes["tensors"][0]], verify=False,
-                                      prune=False, receive={"address": "127.0.0.1", "port": port, "timeout": 30}))
+    port = llama_cpp.free_port()
+    process = start_module("rpc_tensor_cache", dict(dir=str(cache), owner=OWNER, tool=tool, wanted=[hashes["tensors"][0]],
+                                                    verify=False, prune=False,
+                                                    receive={"address": "127.0.0.1", "port": port, "timeout": 30}),
+                           tmp_path)
     sent = run_module(rpc_tensor_send.main, capsys, model=str(model), tensors=hashes["tensors"],
                       workers=[{"endpoint": f"127.0.0.1:{port}", "hashes": [hashes["tensors"][1]["hash"]]}])
     received = json.loads(process.communicate(timeout=60)[0])
@@ -161,6 +148,6 @@ def test_a_receiver_refuses_what_it_did_not_ask_for(tool, model, tmp_path, capsy
 def test_a_cache_too_small_for_its_share_is_refused_before_anything_is_received(tool, tmp_path, capsys):
     result = run_module(rpc_tensor_cache.main, capsys, dir=str(tmp_path / "rpc"), owner=OWNER, tool=tool,
                         wanted=[{"hash": "0123456789abcdef", "size": 1 << 60}],
-                        receive={"address": "127.0.0.1", "port": free_port(), "timeout": 5})
+                        receive={"address": "127.0.0.1", "port": llama_cpp.free_port(), "timeout": 5})
     assert result["failed"] and result["fits"] is False and "free space there" in result["msg"]
     assert list((tmp_path / "rpc").iterdir()) == []
