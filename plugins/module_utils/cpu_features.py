@@ -166,7 +166,8 @@ def describe_cpu(cpuinfo_text, machine, dmi_vendor="", arm_arch=None, native=Fal
     Returns a dict: architecture, features (sorted), cpu_name, core, vendor, arm_arch (None on x86),
     cmake_args, required_features (what a host needs to run the build), missing_features (what this
     CPU lacks of those: non-empty means the flags do not fit it), system_info (the ggml features
-    llama.cpp must report as 1), target_id (same value = same binaries).
+    llama.cpp must report as 1), target_id (same value = same binaries), build_args (the extra_cmake_args
+    that are not CPU options: they change what is built on every CPU alike).
     """
     architecture = normalize_architecture(machine)
     fields = parse_cpuinfo(cpuinfo_text)
@@ -235,6 +236,7 @@ def describe_cpu(cpuinfo_text, machine, dmi_vendor="", arm_arch=None, native=Fal
         "missing_features": missing_features(required, features),
         "system_info": system_info,
         "target_id": "%s-%s" % (architecture, _short_hash(target_key + extra_cmake_args)),
+        "build_args": extra_cmake_args,
     }
 
 

@@ -149,6 +149,14 @@ build:
   returned: when O(build_record) is set and this CPU can run the build
   type: dict
   sample: {"id": "b11312-aarch64-0123456789", "required_features": ["asimd", "sve2"]}
+build_args:
+  description:
+    - The O(extra_cmake_args) that are not CPU options (x86 C(GGML_AVX*)-style options are taken out).
+    - They change what is built on every CPU alike, so hosts of one cluster must agree on them.
+  returned: success
+  type: list
+  elements: str
+  sample: ["-DGGML_OPENMP=OFF"]
 target_id:
   description: Identifies the build target; hosts with the same value can share one build.
   returned: success

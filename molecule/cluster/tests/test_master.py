@@ -325,13 +325,24 @@ def test_preflight_refuses_a_model_larger_than_the_cluster(host, tmp_path):
     wait_until_serving(host)
 
 
-@pytest.mark.parametrize("version", ["b11313"])
-def test_preflight_refuses_mixed_builds(host, version):
-    """A worker on another llama.cpp build (the same source built as another build number)."""
+def test_preflight_refuses_mixed_builds(host, tmp_path):
+    """A worker built from another archive of the same release (one file added): same labels, other content."""
     name = RUNNER.get_hosts("llama_workers")[1]
+    master = RUNNER.get_hosts("llama_master")[0]
+    archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
+    other_archive = tmp_path / "llama.cpp-b11312-patched.tar.gz"
+    unpacked = tmp_path / "patched.tar"
+    subprocess.run(f"gzip -dc {archive} > {unpacked}", shell=True, check=True)
+    patch = tmp_path / os.environ["LLAMA_RPC_TEST_ARCHIVE_SUBDIR"] / "LOCAL-PATCH"
+    patch.parent.mkdir(parents=True)
+    patch.write_text("a local change\n")
+    subprocess.run(["tar", "-rf", str(unpacked), "-C", str(tmp_path), str(patch.relative_to(tmp_path))], check=True)
+    subprocess.run(f"gzip -1c {unpacked} > {other_archive}", shell=True, check=True)
+    other_sha256 = hashlib.sha256(other_archive.read_bytes()).hexdigest()
     build = ["ansible-playbook", "-i", INVENTORY, "-l", name, str(ROOT / "tests" / "playbooks" / "llama_build.yml")]
     # Only the worker program: a worker needs no more, and it compiles in a third of the time.
-    other_build = {"llama_build_version": version, "llama_build_targets": ["ggml-rpc-server"]}
+    other_build = {"llama_build_archive_src": str(other_archive), "llama_build_archive_sha256": other_sha256,
+                   "llama_build_targets": ["ggml-rpc-server"]}
     other = subprocess.run(build + ["-e", json.dumps(other_build)], capture_output=True, text=True, timeout=1800, check=False)
     assert other.returncode == 0, other.stdout[-3000:]
     try:
@@ -340,7 +351,9 @@ def test_preflight_refuses_mixed_builds(host, version):
     finally:
         back = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
     assert back.returncode == 0, back.stdout[-3000:]
-    assert_refused(host, run, "Mixed llama.cpp builds", f"{name}: {version} 0c1e57098 {version[1:]}")
+    # Both sources are named; the labels (release b11312, the same commit) are the same and do not hide it.
+    assert_refused(host, run, "Mixed llama.cpp builds", f"{master}: archive {archive} (sha256 {sha256[:12]})",
+                   f"{name}: archive {other_archive} (sha256 {other_sha256[:12]})")
     assert latest_result()[1] == count
     wait_until_serving(host)
 

@@ -64,6 +64,14 @@ def test_one_host_compiled_for_both(host):
     assert receiver.run("ls /var/cache/llama.cpp/build-*.log").rc != 0, "the receiver compiled too"
     assert not receiver.package("cmake").is_installed, "the receiver got compilers it does not need"
     assert record(compiler) == record(receiver)
+    # the identity the master's same-build gate compares: the archive's content and the flags every CPU shares
+    identities = [json.loads(node.file("/etc/ansible/facts.d/llama_rpc_build.fact").content_string)["identity"]
+                  for node in (compiler, receiver)]
+    assert identities[0] == identities[1]
+    archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
+    assert identities[0]["source"] == f"archive {archive} (sha256 {sha256[:12]})"
+    assert "-DGGML_RPC=ON" in identities[0]["flags"] and "-DGGML_NATIVE=OFF" not in identities[0]["flags"]
+    assert len(identities[0]["digest"]) == 16
 
 
 def test_nothing_is_left_staged(host):

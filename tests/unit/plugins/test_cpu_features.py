@@ -168,6 +168,7 @@ def test_x86_option_in_extra_args_overrides_and_is_checked():
     cpu = describe_cpu(sample("x86_64-avx2-amd-epyc.txt"), "x86_64", extra_cmake_args=["-DGGML_AVX512=ON", "-DLLAMA_FOO=1"])
     assert "-DGGML_AVX512=ON" in cpu["cmake_args"] and "-DGGML_AVX512=OFF" not in cpu["cmake_args"]
     assert cpu["cmake_args"][-1] == "-DLLAMA_FOO=1"
+    assert cpu["build_args"] == ["-DLLAMA_FOO=1"]  # the CPU option is the CPU's, not the build's
     assert {"avx512f", "avx512bw"} <= set(cpu["missing_features"])
     off = describe_cpu(sample("x86_64-avx2-amd-epyc.txt"), "x86_64", extra_cmake_args=["-DGGML_AVX2=OFF"])
     assert "-DGGML_AVX2=OFF" in off["cmake_args"] and "avx2" not in off["required_features"]
