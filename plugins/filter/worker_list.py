@@ -7,16 +7,15 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 name: worker_list
-short_description: The llama.cpp worker list (host:port,...) of a cluster, from the inventory
+short_description: The llama.cpp worker list (host:port,...) of a cluster, from what its workers published
 version_added: 0.1.0
 description:
   - Turns the worker hosts into the C(--rpc) list llama.cpp expects, in the order given (the inventory's),
     without duplicates, 1 to 16 entries (llama.cpp's GGML_RPC_MAX_SERVERS).
-  - Per host, the endpoints the rpc_worker role published (fact C(rpc_worker_endpoints)) when it ran in
-    this play; otherwise the host's private address (C(rpc_worker_bind_address), else the address of its
-    default-route interface from its facts, else C(ansible_host)) and the ports of its
-    C(rpc_worker_instances), else C(rpc_worker_port), else 50052.
-  - IPv6 addresses are written in brackets.
+  - Per host, the endpoints the rpc_worker role published, the only place they are worked out
+    (its address and port settings): the fact C(rpc_worker_endpoints) when it ran in this play, else its
+    local fact C(llama_rpc_worker) (C(ansible_local), present once facts are gathered on the host).
+  - A host with neither is refused, naming the host and the fix (run the rpc_worker role there).
 options:
   _input:
     description: The worker host names, for example C(groups['llama_workers']).
@@ -48,25 +47,21 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
 
-DEFAULT_PORT = 50052
-
-
-def _address(host, host_vars):
-    facts = host_vars.get("ansible_facts") or {}
-    default_ipv4 = facts.get("default_ipv4") or host_vars.get("ansible_default_ipv4") or {}
-    return host_vars.get("rpc_worker_bind_address") or default_ipv4.get("address") or host_vars.get("ansible_host") or host
-
 
 def host_endpoints(host, host_vars):
+    """The endpoints the rpc_worker role published for host: this run's fact, else its local fact."""
     published = host_vars.get("rpc_worker_endpoints")
     if published:
         return list(published)
-    address = _address(host, host_vars)
-    if ":" in address and not address.startswith("["):
-        address = "[%s]" % address
-    instances = host_vars.get("rpc_worker_instances") or []
-    ports = [instance["port"] for instance in instances] or [host_vars.get("rpc_worker_port") or DEFAULT_PORT]
-    return ["%s:%s" % (address, port) for port in ports]
+    local = (host_vars.get("ansible_facts") or {}).get("ansible_local") or host_vars.get("ansible_local") or {}
+    instances = (local.get("llama_rpc_worker") or {}).get("instances") or []
+    endpoints = [instance.get("endpoint") for instance in instances if instance.get("endpoint")]
+    if not endpoints:
+        raise AnsibleFilterError(
+            "worker_list: %s has published no RPC worker endpoints (neither the fact rpc_worker_endpoints of this run nor "
+            "the local fact llama_rpc_worker). Run the rpc_worker role on it (playbooks/deploy.yml does), then again"
+            % host)
+    return endpoints
 
 
 def worker_list(hosts, hostvars):

@@ -8,19 +8,24 @@ from ansible_collections.graviton.llama_rpc.plugins.modules import llama_infer
 
 from tests.unit.plugins.module_runner import run_module
 
+def published(*endpoints):
+    """A worker's facts once the rpc_worker role published its instances (local fact llama_rpc_worker)."""
+    instances = [{"name": f"i{index}", "endpoint": endpoint, "cache_dir": ""} for index, endpoint in enumerate(endpoints)]
+    return {"ansible_facts": {"ansible_local": {"llama_rpc_worker": {"instances": instances}}}}
+
+
 HOSTVARS = {
-    "w1": {"ansible_facts": {"default_ipv4": {"address": "10.0.1.11"}}},
-    "w2": {"ansible_facts": {"default_ipv4": {"address": "10.0.1.12"}}, "rpc_worker_port": 50060},
-    "w3": {"rpc_worker_endpoints": ["10.0.1.13:50052", "10.0.1.13:50053"]},
-    "w4": {"ansible_host": "fd00::4", "rpc_worker_instances": [{"name": "numa0", "port": 50052}, {"name": "numa1", "port": 50053}]},
-    "w5": {"rpc_worker_bind_address": "10.0.2.5", "ansible_facts": {"default_ipv4": {"address": "192.168.0.5"}}},
+    "w1": published("10.0.1.11:50052"),
+    "w2": published("10.0.1.12:50060"),
+    # this run's fact comes first: the local fact may be the previous run's
+    "w3": dict(published("10.0.1.99:50052"), rpc_worker_endpoints=["10.0.1.13:50052", "10.0.1.13:50053"]),
+    "w4": published("[fd00::4]:50052", "[fd00::4]:50053"),
 }
 
 
-def test_worker_list_from_facts_vars_and_published_endpoints():
-    assert worker_list(["w1", "w2", "w3", "w4", "w5"], HOSTVARS) == [
-        "10.0.1.11:50052", "10.0.1.12:50060", "10.0.1.13:50052", "10.0.1.13:50053",
-        "[fd00::4]:50052", "[fd00::4]:50053", "10.0.2.5:50052"]
+def test_worker_list_from_this_runs_and_published_endpoints():
+    assert worker_list(["w1", "w2", "w3", "w4"], HOSTVARS) == [
+        "10.0.1.11:50052", "10.0.1.12:50060", "10.0.1.13:50052", "10.0.1.13:50053", "[fd00::4]:50052", "[fd00::4]:50053"]
 
 
 def test_worker_list_is_deduplicated_in_a_stable_order():
@@ -32,9 +37,12 @@ def test_worker_list_is_deduplicated_in_a_stable_order():
     ([f"h{index}" for index in range(17)], "17 RPC workers; llama.cpp uses at most 16"),
     (["nowhere"], "nowhere is not in the inventory"),
     ("w1", "expects a list"),
+    # its address and port are worked out by the rpc_worker role only, never guessed from the inventory
+    (["unpublished"], "unpublished has published no RPC worker endpoints .* Run the rpc_worker role on it"),
 ])
 def test_worker_list_refuses_bad_clusters(hosts, message):
-    hostvars = dict(HOSTVARS, **{f"h{index}": {"ansible_host": f"10.0.3.{index}"} for index in range(17)})
+    hostvars = dict(HOSTVARS, unpublished={"ansible_host": "10.0.4.1", "rpc_worker_port": 50052},
+                    **{f"h{index}": published(f"10.0.3.{index}:50052") for index in range(17)})
     with pytest.raises(AnsibleFilterError, match=message):
         worker_list(hosts, hostvars)
 
