@@ -29,6 +29,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("llama_master")
 RESULTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "results"
+RPC_PORT = 50099  # the scenario's rpc_worker_port (molecule.yml), not the default
 MODEL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "tiny.gguf"
 KEY = "molecule-test-key"
 WORKER_UNIT = "llama-rpc-worker@main.service"
@@ -128,7 +129,23 @@ def test_worker_list_is_what_the_server_reads(host):
     assert f"LLAMA_ARG_RPC={workers}\n" in host.file("/etc/llama-rpc/server.env").content_string
     names = RUNNER.get_hosts("llama_workers")
     addresses = [worker(name).interface.default().addresses[0] for name in names]
-    assert workers == ",".join(f"{address}:50052" for address in addresses)
+    assert workers == ",".join(f"{address}:{RPC_PORT}" for address in addresses)
+
+
+def test_the_rpc_port_reaches_units_and_firewalls():
+    """The scenario's one rpc_worker_port: what each worker's unit listens on and what its firewall opens."""
+    for name in RUNNER.get_hosts("llama_workers"):
+        node = worker(name)
+        address = node.interface.default().addresses[0]
+        assert node.socket(f"tcp://{address}:{RPC_PORT}").is_listening
+        pid = node.check_output("systemctl show -p MainPID --value llama-rpc-worker@main")
+        arguments = node.check_output(f"tr '\\0' ' ' < /proc/{pid}/cmdline").split()
+        assert arguments[arguments.index("-p") + 1] == str(RPC_PORT)
+        rules = node.check_output("nft list table inet llama_rpc_worker")
+        # the ports of the one rule that drops everyone else ("tcp dport 50099 counter ... drop")
+        drops = [line.split("dport", 1)[1].split("counter")[0].strip(" {}") for line in rules.splitlines()
+                 if line.strip().endswith("drop")]
+        assert drops == [str(RPC_PORT)], rules
 
 
 CACHE_DIR = "/var/cache/llama-rpc-worker/main/rpc"
@@ -162,7 +179,7 @@ def cached_files(name):
 def planned_shares(host):
     """What the saved plan puts in each worker's cache: worker name -> set of cache file names."""
     plan = json.loads(host.file(MASTER_STATE).content_string)
-    return {name: set(plan["cached_hashes"].get(f"{worker(name).interface.default().addresses[0]}:50052", []))
+    return {name: set(plan["cached_hashes"].get(f"{worker(name).interface.default().addresses[0]}:{RPC_PORT}", []))
             for name in RUNNER.get_hosts("llama_workers")}
 
 
