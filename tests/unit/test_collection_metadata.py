@@ -103,11 +103,17 @@ TAGGED_ROLES = [role for role in ROLES if (ROOT / "roles" / role / "tasks" / "ma
                 and "tags:" in (ROOT / "roles" / role / "tasks" / "main.yml").read_text()]
 
 
+def main_steps(role):
+    """The steps of a role's tasks/main.yml, those inside a block (aws_infra's, for its module_defaults) included."""
+    steps = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+    return [inner for step in steps for inner in (step["block"] if "block" in step else [step])]
+
+
 @pytest.mark.parametrize("role", TAGGED_ROLES)
 def test_checks_run_under_every_tag_of_their_role(role):
     """`--tags <role>_configure` (or any other of the role's tags) still runs the checks before anything changes
     (as prometheus.prometheus tags its preflight): a task file that checks carries every tag the role uses."""
-    steps = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+    steps = main_steps(role)
     tags = {tag for step in steps for tag in step.get("tags", [])}
     checks = [step for step in steps if str(step.get("ansible.builtin.import_tasks", "")).startswith(CHECKS)]
     assert checks, f"{role}: tasks/main.yml imports no preflight"
@@ -119,7 +125,7 @@ def test_checks_run_under_every_tag_of_their_role(role):
 def test_includes_pass_their_tags_on(role):
     """A dynamic include's tasks do not inherit its tags: `--tags llama_build` ran the include of activate.yml and
     none of its tasks. Every tagged include in tasks/main.yml applies its tags to what it includes."""
-    steps = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+    steps = main_steps(role)
     for step in steps:
         include = step.get("ansible.builtin.include_tasks", step.get("ansible.builtin.include_role"))
         if include is not None and step.get("tags"):
@@ -148,3 +154,25 @@ def test_no_role_reads_another_roles_files_by_path(owner):
                 found += ["%s:%d" % (path.relative_to(ROOT), number) for number, line in enumerate(path.read_text().splitlines(), 1)
                           if pattern.search(line) and not line.lstrip().startswith("#")]
     assert not found, "%s's files named outside it (read its published state instead): %s" % (owner, found)
+
+
+def aws_tasks(node):
+    """Every task of a task file's YAML that calls an AWS module (amazon.aws's, or ours that talk to AWS)."""
+    if isinstance(node, list):
+        return [task for item in node for task in aws_tasks(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node] if any(key.startswith(("amazon.aws.", "graviton.llama_rpc.ec2_")) for key in node) else []
+    return own + aws_tasks(node.get("block", [])) + aws_tasks(node.get("rescue", [])) + aws_tasks(node.get("always", []))
+
+
+def test_the_region_is_given_once_to_every_aws_module():
+    """aws_infra_region reaches the AWS modules through module_defaults (amazon.aws's way), not task by task."""
+    given = []
+    for path in sorted((ROOT / "roles" / "aws_infra" / "tasks").glob("*.yml")):
+        for task in aws_tasks(yaml.safe_load(path.read_text())):
+            module = next(key for key in task if key.startswith(("amazon.aws.", "graviton.llama_rpc.")))
+            if "region" in (task[module] or {}):
+                given.append(f"{path.name}: {task.get('name')}")
+    assert not given, f"tasks that set the region themselves: {given}"
+    assert len(aws_tasks(yaml.safe_load((ROOT / "roles" / "aws_infra" / "tasks" / "network.yml").read_text()))) > 5
