@@ -12,9 +12,9 @@ version_added: 0.1.0
 description:
   - Turns the worker hosts into the C(--rpc) list llama.cpp expects, in the order given (the inventory's),
     without duplicates, 1 to 16 entries (llama.cpp's GGML_RPC_MAX_SERVERS).
-  - Per host, the endpoints the rpc_worker role published, the only place they are worked out
-    (its address and port settings): the fact C(rpc_worker_endpoints) when it ran in this play, else its
-    local fact C(llama_rpc_worker) (C(ansible_local), present once facts are gathered on the host).
+  - Per host, the endpoints the rpc_worker role published (the only place its address and port settings are
+    worked out), that is the fact C(rpc_worker_endpoints) when it ran in this play, else its local fact
+    C(llama_rpc_worker) (C(ansible_local), present once facts are gathered on the host).
   - A host with neither is refused, naming the host and the fix (run the rpc_worker role there).
 options:
   _input:

@@ -8,6 +8,7 @@ from ansible_collections.graviton.llama_rpc.plugins.modules import llama_infer
 
 from tests.unit.plugins.module_runner import run_module
 
+
 def published(*endpoints):
     """A worker's facts once the rpc_worker role published its instances (local fact llama_rpc_worker)."""
     instances = [{"name": f"i{index}", "endpoint": endpoint, "cache_dir": ""} for index, endpoint in enumerate(endpoints)]
