@@ -46,11 +46,11 @@ def wait_until_booted(container, timeout=120):
         time.sleep(0.5)
 
 
-def tar_of(path):
-    """A file as the tar stream docker's put_archive takes."""
+def tar_of(path, name=None):
+    """A file as the tar stream docker's put_archive takes (named name there, else as it is named here)."""
     stream = io.BytesIO()
     with tarfile.open(fileobj=stream, mode="w") as tar:
-        tar.add(str(path), arcname=Path(path).name)
+        tar.add(str(path), arcname=name or Path(path).name)
     return stream.getvalue()
 
 

@@ -6,6 +6,7 @@ master. Names and groups match inventories/local/hosts.yml.
     python -m tests.tools.demo down
 """
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -41,29 +42,37 @@ def up(model_dir):
         containers.start_host(client, name, NETWORK, image=IMAGE[name], extra_caps=["NET_ADMIN"],
                               volumes={str(ccache): {"bind": "/var/cache/llama.cpp/ccache", "mode": "rw"}})
         print(f"{name}: started ({IMAGE[name]})")
-    model = Path(model_dir) / "demo.gguf"
+    model = Path(model_dir) / f"demo-{tiny_model.GENERATION}.gguf"
     if not model.exists():
         # About 250 MB: big enough that the workers' tensor cache (tensors over 10 MiB) matters to make bench.
         tiny_model.write_model(model, embd=1024, layers=4, ff=4096, heads=16, kv_heads=4, context=1024)
     master = client.containers.get(names()[0])
-    master.exec_run(["mkdir", "-p", "/srv/models"])
-    if master.exec_run(["test", "-s", "/srv/models/demo.gguf"]).exit_code:
-        master.put_archive("/srv/models", containers.tar_of(model))
+    place_model(master, model, "/srv/models/demo.gguf")
     print(f"demo model: {model.stat().st_size / 1e6:.1f} MB of random weights on {master.name}:/srv/models/demo.gguf")
 
 
 FIRST_LOAD_MODEL = "/srv/models/first-load.gguf"
 
 
+def place_model(master, model, path):
+    """Copies model to path on the master unless the same file is there (an earlier generation is replaced)."""
+    digest = hashlib.sha256()
+    with open(model, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    there = master.exec_run(["sha256sum", path]).output.decode().split(" ")[0]
+    if there != digest.hexdigest():
+        master.exec_run(["mkdir", "-p", str(Path(path).parent)])
+        master.put_archive(str(Path(path).parent), containers.tar_of(model, Path(path).name))
+
+
 def first_load_model(model_dir):
     """The first-load benchmark's model on the master: like a 70B's, nearly all its weights are in tensors over
     10 MiB (every matrix, no grouped KV heads), which travel by hash; the demo model has 18% in smaller ones."""
-    model = Path(model_dir) / "first-load.gguf"
+    model = Path(model_dir) / f"first-load-{tiny_model.GENERATION}.gguf"
     if not model.exists():
         tiny_model.write_model(model, embd=2048, layers=4, ff=8192, heads=16, kv_heads=16, context=1024)
-    master = docker.from_env().containers.get(names()[0])
-    if master.exec_run(["test", "-s", FIRST_LOAD_MODEL]).exit_code:
-        master.put_archive(str(Path(FIRST_LOAD_MODEL).parent), containers.tar_of(model))
+    place_model(docker.from_env().containers.get(names()[0]), model, FIRST_LOAD_MODEL)
     print(FIRST_LOAD_MODEL)
 
 

@@ -1,8 +1,8 @@
 """Write a random-weight LLaMA-architecture GGUF that llama.cpp loads and samples from.
 
 No model hub is reachable from the test machines, so the tests make their own model. The weights
-are random: the text it generates is noise, good only for proving the plumbing (load, split across
-RPC workers, generate). Sizes are parameters, so the same code makes a few-MB model for functional
+are random: the text it generates is noise (printable: see write_model), good only for proving the
+plumbing (load, split across RPC workers, generate). Sizes are parameters, so the same code makes a few-MB model for functional
 tests and a few-hundred-MB one for load-time measurements.
 
     python -m tests.tools.tiny_model OUT.gguf [--embd 64] [--layers 2] [--ff 128] [--heads 4] [--kv-heads 2]
@@ -83,16 +83,32 @@ def _writer(path, embd, layers, ff, heads, kv_heads, context):
     return writer, len(tokens), bos, eos, head_dim * kv_heads
 
 
+# Bumped whenever write_model's output changes: cached models (make demo's) are made again.
+GENERATION = 2
+
+# The bytes whose tokens the model may generate: printable ASCII and the newline. The others (control bytes, and
+# the bytes >= 0x80 that alone are no UTF-8) printed as replacement characters, which looked like a broken cluster.
+PRINTABLE_BYTES = [0x0A] + list(range(0x20, 0x7F))
+
+
 def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=512, seed=42):
+    """Random weights, with one steering feature: dimension 0 of every token's embedding is large, so after the last
+    norm it is large and positive whatever the text; the output rows of the tokens it must not generate (bytes
+    outside PRINTABLE_BYTES, BOS, EOS) weigh it negatively. Their logits sit far below the others', and any sampling
+    (greedy or at a temperature) writes readable noise."""
     rng = np.random.default_rng(seed)
     writer, vocab, bos, eos, kv_dim = _writer(path, embd, layers, ff, heads, kv_heads, context)
+    unwanted = [token for token in range(256) if token not in PRINTABLE_BYTES] + [bos, eos]
     for name, shape in tensor_shapes(vocab, embd, layers, ff, kv_dim):
         if len(shape) == 1:
             data = np.ones(shape, dtype=np.float32)
         else:
             data = rng.normal(0.0, 0.02, size=shape).astype(np.float32)
+        if name == "token_embd.weight":
+            data[:, 0] = 1.0
         if name == "output.weight":
-            data[[bos, eos]] = 0.0  # so generation does not stop at once on a control token
+            data[:, 0] = 0.0
+            data[unwanted, 0] = -1.0
         writer.add_tensor(name, data)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
