@@ -103,6 +103,8 @@ def test_one_shot_inference_result(host):
     result, _count = latest_result()
     assert result, f"no result file in {RESULTS}"
     assert result["text"].strip(), "empty text"
+    # the test model is steered to printable ASCII (tests/tools/tiny_model.py): a replacement character is a fault
+    assert all(char == "\n" or " " <= char <= "~" for char in result["text"]), repr(result["text"])
     figures = result["figures"]
     assert figures["eval_runs"] >= 1 and figures["eval_tps"] > 0 and figures["prompt_tps"] > 0 and figures["load_ms"] > 0
     workers = host.file("/etc/llama-rpc/workers").content_string.strip().split(",")
