@@ -53,7 +53,7 @@ def host_endpoints(host, host_vars):
     published = host_vars.get("rpc_worker_endpoints")
     if published:
         return list(published)
-    local = (host_vars.get("ansible_facts") or {}).get("ansible_local") or host_vars.get("ansible_local") or {}
+    local = (host_vars.get("ansible_facts") or {}).get("ansible_local") or {}
     instances = (local.get("llama_rpc_worker") or {}).get("instances") or []
     endpoints = [instance.get("endpoint") for instance in instances if instance.get("endpoint")]
     if not endpoints:

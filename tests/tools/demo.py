@@ -56,12 +56,10 @@ FIRST_LOAD_MODEL = "/srv/models/first-load.gguf"
 
 def place_model(master, model, path):
     """Copies model to path on the master unless the same file is there (an earlier generation is replaced)."""
-    digest = hashlib.sha256()
     with open(model, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
     there = master.exec_run(["sha256sum", path]).output.decode().split(" ")[0]
-    if there != digest.hexdigest():
+    if there != digest:
         master.exec_run(["mkdir", "-p", str(Path(path).parent)])
         master.put_archive(str(Path(path).parent), containers.tar_of(model, Path(path).name))
 

@@ -2,8 +2,8 @@
 
 No model hub is reachable from the test machines, so the tests make their own model. The weights
 are random: the text it generates is noise (printable: see write_model), good only for proving the
-plumbing (load, split across RPC workers, generate). Sizes are parameters, so the same code makes a few-MB model for functional
-tests and a few-hundred-MB one for load-time measurements.
+plumbing (load, split across RPC workers, generate). Sizes are parameters, so the same code makes a
+few-MB model for functional tests and a few-hundred-MB one for load-time measurements.
 
     python -m tests.tools.tiny_model OUT.gguf [--embd 64] [--layers 2] [--ff 128] [--heads 4] [--kv-heads 2]
 """
