@@ -50,6 +50,16 @@ def _ccache_dir(toolchain):
     return BUILD_CACHE / f"ccache-host-{Path(toolchain).stem if toolchain else 'native'}"
 
 
+def _stable_copy(toolchain):
+    """The toolchain file, copied into the build cache: CMake records its path in a build directory that outlives
+    any one checkout, and a later configure there fails once that checkout is gone."""
+    copy = BUILD_CACHE / "toolchains" / toolchain.name
+    if not copy.exists() or copy.read_bytes() != toolchain.read_bytes():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(toolchain.read_bytes())
+    return copy
+
+
 def build(name, cpu_cmake_args, targets, toolchain=None):
     """Configure and build llama.cpp into BUILD_CACHE/host-builds/NAME; return its bin directory."""
     build_dir = BUILD_CACHE / "host-builds" / name
@@ -60,7 +70,13 @@ def build(name, cpu_cmake_args, targets, toolchain=None):
     args = fixed_cmake_args() + [f"-DLLAMA_BUILD_NUMBER={version[1:]}",
                                  f"-DLLAMA_BUILD_COMMIT={os.environ['LLAMA_RPC_TEST_ARCHIVE_COMMIT']}"] + list(cpu_cmake_args)
     if toolchain:
-        args.append(f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / toolchain}")
+        toolchain_file = _stable_copy(TOOLCHAINS / toolchain)
+        args.append(f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}")
+        # CMake reads the toolchain once, when the directory is first configured: one configured with another
+        # file (an older checkout's path) is configured afresh.
+        systems = list(build_dir.glob("CMakeFiles/*/CMakeSystem.cmake"))
+        if systems and not all(f'include("{toolchain_file}")' in system.read_text() for system in systems):
+            subprocess.run(["rm", "-rf", str(build_dir)], check=True)
     log = build_dir.with_suffix(".log")
     build_dir.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
