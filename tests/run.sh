@@ -4,7 +4,7 @@
 # integration tests, and every Molecule scenario. A failed check does not stop the others; any failure makes the exit
 # non-zero. The last line is the summary.
 #   make test STAGES="lint units"       run only some checks
-#   make test SCENARIOS="default"       run only some Molecule scenarios
+#   make test SCENARIOS="cluster"       run only some Molecule scenarios
 set -uo pipefail
 . "$(dirname "$0")/bed/lib.sh"
 cd "$REPO_ROOT" || exit 1
