@@ -34,7 +34,7 @@ wanted build && run_stage build bash tests/bed/build_install.sh
 wanted units && run_stage units python -m pytest -q tests/unit
 # Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
 # under qemu-user) and the roles' bad-input checks.
-wanted integration && run_stage integration python -m pytest -q -rs -s tests/integration
+wanted integration && run_stage integration python -m pytest -q -rs -s --durations=12 tests/integration
 if wanted molecule; then
   for scenario in ${SCENARIOS:-$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -rn1 basename | sort)}; do
     run_stage "molecule:$scenario" molecule test -s "$scenario"

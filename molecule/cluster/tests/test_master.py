@@ -4,12 +4,16 @@ model larger than the cluster) with its intended message and without running any
 fetched from S3 (moto) through a URL the controller signs."""
 
 import glob
+import gzip
 import hashlib
+import io
 import json
 import os
 import socket
+import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -29,7 +33,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("llama_master")
 RESULTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "results"
-RPC_PORT = 50099  # the scenario's rpc_worker_port (molecule.yml), not the default
+RPC_PORT = RUNNER.get_variables(RUNNER.get_hosts("llama_workers")[0])["rpc_worker_port"]  # molecule.yml: not the default
 MODEL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "tiny.gguf"
 KEY = "molecule-test-key"
 WORKER_UNIT = "llama-rpc-worker@main.service"
@@ -344,20 +348,34 @@ def test_preflight_refuses_a_model_larger_than_the_cluster(host, tmp_path):
     wait_until_serving(host)
 
 
+def patched_archive(work_dir):
+    """The test archive with one file added (LOCAL-PATCH in the llama.cpp tree): the same release and commit, other
+    content. Written the same way every time (fixed times and owners), so its sha256 is the same in every run, and kept
+    beside the test archive: its build is compiled once on a machine and comes from the controller's cache after."""
+    archive = Path(os.environ["LLAMA_RPC_TEST_ARCHIVE"])
+    patched = archive.with_name(archive.name.replace(".tar.gz", "-local-patch.tar.gz"))
+    if not patched.exists():
+        unpacked = work_dir / "patched.tar"
+        with gzip.open(archive) as source, open(unpacked, "wb") as plain:
+            shutil.copyfileobj(source, plain)
+        content = b"a local change\n"
+        member = tarfile.TarInfo(f"{os.environ['LLAMA_RPC_TEST_ARCHIVE_SUBDIR']}/LOCAL-PATCH")
+        member.size, member.mtime, member.mode = len(content), 0, 0o644
+        with tarfile.open(unpacked, "a") as tar:
+            tar.addfile(member, io.BytesIO(content))
+        partial = patched.with_name(patched.name + ".partial")
+        with open(unpacked, "rb") as plain, gzip.GzipFile(partial, "wb", compresslevel=1, mtime=0) as packed:
+            shutil.copyfileobj(plain, packed)
+        partial.rename(patched)
+    return patched, hashlib.sha256(patched.read_bytes()).hexdigest()
+
+
 def test_preflight_refuses_mixed_builds(host, tmp_path):
     """A worker built from another archive of the same release (one file added): same labels, other content."""
     name = RUNNER.get_hosts("llama_workers")[1]
     master = RUNNER.get_hosts("llama_master")[0]
     archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
-    other_archive = tmp_path / "llama.cpp-b11312-patched.tar.gz"
-    unpacked = tmp_path / "patched.tar"
-    subprocess.run(f"gzip -dc {archive} > {unpacked}", shell=True, check=True)
-    patch = tmp_path / os.environ["LLAMA_RPC_TEST_ARCHIVE_SUBDIR"] / "LOCAL-PATCH"
-    patch.parent.mkdir(parents=True)
-    patch.write_text("a local change\n")
-    subprocess.run(["tar", "-rf", str(unpacked), "-C", str(tmp_path), str(patch.relative_to(tmp_path))], check=True)
-    subprocess.run(f"gzip -1c {unpacked} > {other_archive}", shell=True, check=True)
-    other_sha256 = hashlib.sha256(other_archive.read_bytes()).hexdigest()
+    other_archive, other_sha256 = patched_archive(tmp_path)
     build = ["ansible-playbook", "-i", INVENTORY, "-l", name, str(ROOT / "tests" / "playbooks" / "llama_build.yml")]
     # Only the worker program: a worker needs no more, and it compiles in a third of the time.
     other_build = {"llama_build_archive_src": str(other_archive), "llama_build_archive_sha256": other_sha256,

@@ -1,4 +1,5 @@
-"""The RPC workers: hardened, bound to the private address, reachable from the master only, self-healing."""
+"""The RPC workers: hardened, bound to the private address, reachable from the master only (the other worker is the
+outsider: a peer on the same network), self-healing."""
 
 import os
 import re
@@ -9,9 +10,10 @@ import testinfra.utils.ansible_runner
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
 WORKERS = RUNNER.get_hosts("llama_workers")
+MASTER = RUNNER.get_hosts("llama_master")[0]
 testinfra_hosts = WORKERS
 UNIT = "llama-rpc-worker@main.service"
-PORT = 50052
+PORT = RUNNER.get_variables(WORKERS[0])["rpc_worker_port"]  # the scenario's one value (molecule.yml)
 
 
 def address(host):
@@ -49,9 +51,13 @@ def test_threads_and_cache(host):
 
 def test_master_probe_sees_protocol_and_memory(host):
     # the ansible backend, which can run our module on the master
-    master = testinfra.get_host(f"ansible://{RUNNER.get_hosts('llama_master')[0]}"
-                                f"?ansible_inventory={os.environ['MOLECULE_INVENTORY_FILE']}")
-    result = master.ansible("graviton.llama_rpc.rpc_probe", f"workers={address(host)}:{PORT} timeout=10", check=False)
+    master = testinfra.get_host(f"ansible://{MASTER}?ansible_inventory={os.environ['MOLECULE_INVENTORY_FILE']}")
+    # llama-server holds every worker (one client at a time): the probe gets the worker while the server is stopped.
+    master.check_output("systemctl stop llama-server")
+    try:
+        result = master.ansible("graviton.llama_rpc.rpc_probe", f"workers={address(host)}:{PORT} timeout=10", check=False)
+    finally:
+        master.check_output("systemctl start llama-server")
     worker = result["workers"][0]
     assert worker["state"] == "ok", worker
     assert worker["protocol"] == "7.0.0"
@@ -59,8 +65,8 @@ def test_master_probe_sees_protocol_and_memory(host):
 
 
 def test_outsider_is_refused_or_dropped_and_master_gets_in(host):
-    outsider = RUNNER.get_host(RUNNER.get_hosts("outsiders")[0])
-    master = RUNNER.get_host(RUNNER.get_hosts("llama_master")[0])
+    outsider = RUNNER.get_host(next(name for name in WORKERS if name != host.backend.get_hostname()))
+    master = RUNNER.get_host(MASTER)
     assert connect(outsider, address(host)) in ("timeout", "ConnectionRefusedError", "TimeoutError")
     assert connect(master, address(host)) == "ok"
     rules = host.check_output("nft list table inet llama_rpc_worker")
