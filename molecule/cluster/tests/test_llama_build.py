@@ -1,4 +1,5 @@
-"""The build: one host compiled, both run the same verified binaries, the record tells the truth."""
+"""The builds: the master compiled for itself and the worker of the same CPU and OS, which received the binaries;
+the Debian 13 worker compiled its own; every node runs verified binaries and its record tells the truth."""
 
 import json
 import os
@@ -7,9 +8,10 @@ import pytest
 import testinfra.utils.ansible_runner
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
-testinfra_hosts = RUNNER.get_hosts("llama_build_hosts")
+testinfra_hosts = RUNNER.get_hosts("llama_master") + RUNNER.get_hosts("llama_workers")
 PREFIX = "/opt/llama.cpp"
-COMPILER, RECEIVER = "llama-build-a", "llama-build-b"
+# molecule.yml: the master and the first worker are Debian 12, the second worker Debian 13.
+COMPILER, RECEIVER, OTHER_OS = "llama-master", "llama-worker-1", "llama-worker-2"
 BINARIES = ["ggml-rpc-server", "llama-completion", "llama-server", "llama-bench"]
 
 
@@ -57,17 +59,19 @@ def test_build_record(host):
     assert rec["os"]["distribution"] == "Debian"
 
 
-def test_one_host_compiled_for_both(host):
-    assert record(host)["built_on"] == COMPILER
-    compiler, receiver = RUNNER.get_host(COMPILER), RUNNER.get_host(RECEIVER)
+def test_one_host_compiled_for_both():
+    compiler, receiver, other_os = (RUNNER.get_host(name) for name in (COMPILER, RECEIVER, OTHER_OS))
+    assert record(compiler)["built_on"] == record(receiver)["built_on"] == COMPILER
     assert compiler.run("ls /var/cache/llama.cpp/build-*.log").rc == 0
     assert receiver.run("ls /var/cache/llama.cpp/build-*.log").rc != 0, "the receiver compiled too"
     assert not receiver.package("cmake").is_installed, "the receiver got compilers it does not need"
     assert record(compiler) == record(receiver)
+    # another operating system is another build: compiled on that host, from the same source
+    assert record(other_os)["built_on"] == OTHER_OS and record(other_os)["os"] != record(compiler)["os"]
     # the identity the master's same-build gate compares: the archive's content and the flags every CPU shares
     identities = [json.loads(node.file("/etc/ansible/facts.d/llama_rpc_build.fact").content_string)["identity"]
-                  for node in (compiler, receiver)]
-    assert identities[0] == identities[1]
+                  for node in (compiler, receiver, other_os)]
+    assert identities[0] == identities[1] == identities[2]
     archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
     assert identities[0]["source"] == f"archive {archive} (sha256 {sha256[:12]})"
     assert "-DGGML_RPC=ON" in identities[0]["flags"] and "-DGGML_NATIVE=OFF" not in identities[0]["flags"]
