@@ -1,6 +1,7 @@
 """Bad input to llama_build fails with a message that names the variable to change, and nothing is
 installed. Real ansible-playbook runs against a real systemd container."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -68,14 +69,21 @@ def test_flags_the_cpu_lacks_are_refused_by_name(host, tmp_path):
 
 
 def test_unknown_git_ref_is_refused_by_name(host, tmp_path):
-    """The git source path, against a real repository on the host (file://), at a tag it lacks."""
+    """The git source path on a host without git (the role installs it), against a real repository (file://) that
+    lacks the tag: refused before the compilers are installed."""
     container = host[0]
-    setup = ("apt-get update -qq && apt-get install -y -qq git >/dev/null && rm -rf /srv/llama.git /tmp/seed && git init -q /tmp/seed "
-             "&& git -C /tmp/seed -c user.email=t@t -c user.name=t commit -q --allow-empty -m seed "
-             "&& git -C /tmp/seed tag b11312 && git clone -q --bare /tmp/seed /srv/llama.git")
-    assert container.exec_run(["sh", "-c", setup]).exit_code == 0
+    seed, bare = tmp_path / "seed", tmp_path / "llama.git"
+    for command in (["git", "init", "-q", str(seed)],
+                    ["git", "-C", str(seed), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "seed"],
+                    ["git", "-C", str(seed), "tag", "b11312"],
+                    ["git", "clone", "-q", "--bare", str(seed), str(bare)]):
+        subprocess.run(command, check=True)
+    assert container.exec_run(["sh", "-c", "rm -rf /srv/llama.git && mkdir -p /srv"]).exit_code == 0
+    container.put_archive("/srv", containers.tar_of(bare))
     result, untouched = converge(host, tmp_path, llama_build_source="git", llama_build_git_repo="file:///srv/llama.git",
                                  llama_build_version="b99999")
     assert result.returncode != 0
     assert "Could not check out llama_build_version=b99999 from llama_build_git_repo=file:///srv/llama.git" in result.stdout
+    assert "TASK [graviton.llama_rpc._common : Install git]" in result.stdout
+    assert "Install build-essential" not in result.stdout, "the compilers were installed before the checkout"
     assert untouched

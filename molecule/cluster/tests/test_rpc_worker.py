@@ -14,6 +14,9 @@ MASTER = RUNNER.get_hosts("llama_master")[0]
 testinfra_hosts = WORKERS
 UNIT = "llama-rpc-worker@main.service"
 PORT = RUNNER.get_variables(WORKERS[0])["rpc_worker_port"]  # the scenario's one value (molecule.yml)
+OFFLINE = "llama-worker-1"  # no route to a package mirror (prepare.yml)
+# Reaches the Debian mirror when there is a route; the check that the host is really cut off.
+CAN_REACH_MIRROR = "import socket; socket.create_connection(('deb.debian.org', 80), timeout=5)"
 
 
 def address(host):
@@ -94,3 +97,14 @@ def test_systemd_security_exposure(host):
     exposure = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", out).group(1))
     print(f"{host.backend.get_hostname()}: systemd-analyze security exposure {exposure}")
     assert exposure <= 2.0
+
+
+def test_a_worker_without_a_package_mirror_deploys_without_apt():
+    """A worker in a private subnet without a NAT gateway, whose image has what it needs (nftables, libgomp1): it was
+    deployed while cut off (its unit runs, its firewall holds the master) and no role ran apt there."""
+    offline = RUNNER.get_host(OFFLINE)
+    assert offline.run(f'python3 -c "{CAN_REACH_MIRROR}"').rc != 0, "the host still reaches the mirror"
+    assert offline.service(UNIT).is_running
+    master = RUNNER.get_host(MASTER)
+    assert address(master) in offline.check_output("nft list table inet llama_rpc_worker")
+    assert offline.run("cmp /var/log/apt/history.log /root/apt-history-at-prepare.log").rc == 0, "apt installed something"
