@@ -59,7 +59,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: The files written.
+  description: The report's files (JSON, Markdown, PNG); only those whose content changed are written.
   returned: when results are given
   type: list
   elements: str
@@ -80,6 +80,7 @@ comparison_text:
 
 import json
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -92,6 +93,34 @@ def load(module, path):
             return json.load(handle)
     except (OSError, ValueError) as error:
         module.fail_json(msg="cannot read the result file %s: %s" % (path, error))
+
+
+def write_if_changed(module, path, content):
+    """Puts the bytes at path (a temporary file, then an atomic move) unless the file holds them already; whether it
+    changed. In check mode nothing is written."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read() == content:
+                return False
+    except OSError:
+        pass  # no such file yet: it changes
+    if not module.check_mode:
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".bench_report.")
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+        module.atomic_move(temporary, path)
+    return True
+
+
+def chart_bytes(module, results):
+    """The chart as PNG bytes, drawn in the module's own temporary directory."""
+    drawn = os.path.join(module.tmpdir, "chart.png")
+    try:
+        chart(results, drawn)
+    except ImportError:
+        module.fail_json(msg="the chart needs matplotlib on the controller: pip install matplotlib")
+    with open(drawn, "rb") as handle:
+        return handle.read()
 
 
 def main():
@@ -128,15 +157,11 @@ def main():
             outcome["files"] = [base + ".json", base + ".md", base + ".png"]
             if not module.check_mode:
                 os.makedirs(params["dest"], exist_ok=True)
-                with open(base + ".json", "w") as handle:
-                    json.dump(results, handle, indent=2, sort_keys=True)
-                with open(base + ".md", "w") as handle:
-                    handle.write(outcome["markdown"])
-                try:
-                    chart(results, base + ".png")
-                except ImportError:
-                    module.fail_json(msg="the chart needs matplotlib on the controller: pip install matplotlib", **outcome)
-                outcome["changed"] = True
+            contents = [json.dumps(results, indent=2, sort_keys=True).encode(), outcome["markdown"].encode(),
+                        chart_bytes(module, results)]
+            # every file is looked at (no short cut): each one that differs is written
+            outcome["changed"] = any([write_if_changed(module, path, content)
+                                      for path, content in zip(outcome["files"], contents)])
     except BenchError as error:
         module.fail_json(msg=str(error))
     module.exit_json(**outcome)

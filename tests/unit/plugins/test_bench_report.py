@@ -77,6 +77,20 @@ def test_module_writes_json_markdown_and_a_real_png(tmp_path, capsys):
     assert "x2.0" in compared["comparison_text"]
 
 
+def test_module_changes_only_what_differs(tmp_path, capsys):
+    """The same results again: nothing written, not changed (the chart is drawn the same). Check mode writes nothing."""
+    preview = run_module(bench_report_module.main, capsys, results=results(), dest=str(tmp_path / "out"), name="run",
+                         _ansible_check_mode=True)
+    assert preview["changed"] and not (tmp_path / "out").exists()
+    first = run_module(bench_report_module.main, capsys, results=results(), dest=str(tmp_path / "out"), name="run")
+    written = {name: Path(name).stat().st_mtime_ns for name in first["files"]}
+    again = run_module(bench_report_module.main, capsys, results=results(), dest=str(tmp_path / "out"), name="run")
+    assert first["changed"] and not again["changed"]
+    assert {name: Path(name).stat().st_mtime_ns for name in again["files"]} == written
+    other = run_module(bench_report_module.main, capsys, results=results(tg_two=20.0), dest=str(tmp_path / "out"), name="run")
+    assert other["changed"] and json.loads(Path(other["files"][0]).read_text())["runs"][-1]["tokens_per_second"] == 20.0
+
+
 def staged_results():
     figures = results(cold=2000.0)
     figures["load"].update({"cold_cache_bytes_written": 240_000_000, "staged_ms": 900.0, "staged_bytes_sent": 1_000_000,
