@@ -1,9 +1,16 @@
 """The RPC client's pure parts: endpoints and protocol compatibility (the wire itself is tested against
 a real worker in tests/integration/test_rpc_probe.py)."""
 
-import pytest
+from pathlib import Path
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import compatible, parse_endpoint
+import pytest
+import yaml
+from ansible.errors import AnsibleLookupError
+
+from ansible_collections.graviton.llama_rpc.plugins.lookup.rpc_limits import LookupModule
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS, compatible, parse_endpoint
+
+ROLES = Path(__file__).resolve().parents[3] / "roles"
 
 
 @pytest.mark.parametrize("endpoint, expected", [
@@ -31,3 +38,14 @@ def test_bad_endpoints(endpoint):
 ])
 def test_compatibility(client, server, usable):
     assert compatible(client, server) is usable
+
+
+def test_the_worker_limit_is_set_once():
+    """The roles check the limit the modules and filters check: rpc_limits returns it, and no role writes the number."""
+    assert LookupModule().run(["max_workers"]) == [MAX_WORKERS]
+    with pytest.raises(AnsibleLookupError, match="unknown limit nope; rpc_limits knows max_workers"):
+        LookupModule().run(["nope"])
+    limits = {name: yaml.safe_load((ROLES / role / "vars" / "main.yml").read_text())[name]
+              for role, name in (("aws_infra", "_aws_infra_max_workers"), ("rpc_master", "_rpc_master_max_workers"),
+                                 ("rpc_worker", "_rpc_worker_max_in_cluster"))}
+    assert set(limits.values()) == {"{{ query('graviton.llama_rpc.rpc_limits', 'max_workers') | first }}"}, limits
