@@ -1,7 +1,8 @@
-"""The worker list filter, and the parser of llama.cpp's log that llama_infer's figures come from."""
+"""The worker list and split_endpoint filters, and the parser of llama.cpp's log that llama_infer's figures come from."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from ansible_collections.graviton.llama_rpc.plugins.filter.split_endpoint import split_endpoint
 from ansible_collections.graviton.llama_rpc.plugins.filter.worker_list import worker_list
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
 from ansible_collections.graviton.llama_rpc.plugins.modules import llama_infer
@@ -97,3 +98,21 @@ def test_infer_command_line(tmp_path):
     command = llama_infer.command_line(params)
     assert command[:8] == ["/b/llama-completion", "-m", "/m.gguf", "--rpc", "a:1,b:2", "-ngl", "999", "-fit"]
     assert command[8] == "off" and command[-2:] == ["-ts", "3,1"] and "--no-display-prompt" in command
+
+
+@pytest.mark.parametrize("endpoint, parts", [
+    ("10.0.1.11:50052", {"host": "10.0.1.11", "port": 50052}),
+    ("[fd00::11]:50099", {"host": "fd00::11", "port": 50099}),
+])
+def test_split_endpoint(endpoint, parts):
+    assert split_endpoint(endpoint) == parts
+
+
+@pytest.mark.parametrize("endpoint, message", [
+    ("10.0.1.11", "is not host:port"),
+    ("10.0.1.11:0", "the port must be a number from 1 to 65535"),
+    (None, "expects an endpoint"),
+])
+def test_split_endpoint_refuses_what_is_no_endpoint(endpoint, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        split_endpoint(endpoint)
