@@ -16,6 +16,7 @@ VENV=$(bash tests/bed/venv.sh) || exit 1
 bash tests/bed/images.sh || exit 1
 . tests/bed/env.sh
 bash tests/bed/sources.sh || exit 1
+bash tests/bed/newest_amazon_aws.sh || exit 1
 
 detect_privileged
 
