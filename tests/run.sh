@@ -29,8 +29,21 @@ run_stage() {  # run_stage NAME COMMAND...: records NAME as passed or failed, wi
 }
 wanted() { [ -z "${STAGES:-}" ] || [[ " $STAGES " == *" $1 "* ]]; }
 
-wanted lint && run_stage lint bash tests/bed/lint.sh
-wanted sanity && run_stage sanity bash tests/bed/sanity.sh
+# lint and sanity only read the checkout (sanity works on a copy) and each keeps one core busy: on two cores they run
+# side by side, and lint's output is printed when both are done.
+if wanted lint && wanted sanity; then
+  lint_log=$(mktemp)
+  lint_t0=$SECONDS
+  bash tests/bed/lint.sh >"$lint_log" 2>&1 &
+  lint_pid=$!
+  run_stage sanity bash tests/bed/sanity.sh
+  printf '\n==> [lint] bash tests/bed/lint.sh (beside sanity)\n'
+  if wait "$lint_pid"; then passed+=("lint($((SECONDS - lint_t0))s)"); else failed+=("lint($((SECONDS - lint_t0))s)"); fi
+  cat "$lint_log" && rm -f "$lint_log"
+else
+  wanted lint && run_stage lint bash tests/bed/lint.sh
+  wanted sanity && run_stage sanity bash tests/bed/sanity.sh
+fi
 wanted build && run_stage build bash tests/bed/build_install.sh
 wanted units && run_stage units python -m pytest -q tests/unit
 # Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
