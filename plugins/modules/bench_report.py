@@ -160,8 +160,8 @@ def main():
             contents = [json.dumps(results, indent=2, sort_keys=True).encode(), outcome["markdown"].encode(),
                         chart_bytes(module, results)]
             # every file is looked at (no short cut): each one that differs is written
-            outcome["changed"] = any([write_if_changed(module, path, content)
-                                      for path, content in zip(outcome["files"], contents)])
+            written = [write_if_changed(module, path, content) for path, content in zip(outcome["files"], contents)]
+            outcome["changed"] = any(written)
     except BenchError as error:
         module.fail_json(msg=str(error))
     module.exit_json(**outcome)
