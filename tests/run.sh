@@ -29,52 +29,57 @@ run_stage() {  # run_stage NAME COMMAND...: records NAME as passed or failed, wi
 }
 wanted() { [ -z "${STAGES:-}" ] || [[ " $STAGES " == *" $1 "* ]]; }
 
-# lint and sanity only read the checkout (sanity works on a copy) and each keeps one core busy: on two cores they run
-# side by side, and lint's output is printed when both are done.
-if wanted lint && wanted sanity; then
-  lint_log=$(mktemp)
-  lint_t0=$SECONDS
-  bash tests/bed/lint.sh >"$lint_log" 2>&1 &
-  lint_pid=$!
-  run_stage sanity bash tests/bed/sanity.sh
-  printf '\n==> [lint] bash tests/bed/lint.sh (beside sanity)\n'
-  if wait "$lint_pid"; then passed+=("lint($((SECONDS - lint_t0))s)"); else failed+=("lint($((SECONDS - lint_t0))s)"); fi
-  cat "$lint_log" && rm -f "$lint_log"
-else
-  wanted lint && run_stage lint bash tests/bed/lint.sh
-  wanted sanity && run_stage sanity bash tests/bed/sanity.sh
-fi
+# A check that shares no state with the one running beside it: started in the background, its output kept in a file
+# and printed (with its own duration) by finish_beside, after the check in the foreground.
+declare -a beside=()
+declare -A beside_log=() beside_pid=()
+start_beside() {  # start_beside NAME COMMAND...
+  local name=$1 log; shift
+  log=$(mktemp)
+  { t0=$SECONDS; "$@"; echo "$? $((SECONDS - t0)) $*" >"$log.result"; } >"$log" 2>&1 &
+  beside_pid[$name]=$!
+  beside_log[$name]=$log
+  beside+=("$name")
+}
+finish_beside() {  # waits for every check started beside, in order, and records each
+  local name rc took command
+  for name in "${beside[@]}"; do
+    wait "${beside_pid[$name]}"
+    rc=1 took=0 command=$name  # a check that died before writing its result failed
+    [ -f "${beside_log[$name]}.result" ] && read -r rc took command <"${beside_log[$name]}.result"
+    printf '\n==> [%s] %s (run beside the check above)\n' "$name" "$command"
+    cat "${beside_log[$name]}" && rm -f "${beside_log[$name]}" "${beside_log[$name]}.result"
+    if [ "$rc" -eq 0 ]; then passed+=("$name(${took}s)"); else failed+=("$name(${took}s)"); fi
+  done
+  beside=()
+}
+
+# lint and sanity only read the checkout (sanity works on a copy) and each keeps one core busy: side by side.
+if wanted lint && wanted sanity; then start_beside lint bash tests/bed/lint.sh; else wanted lint && run_stage lint bash tests/bed/lint.sh; fi
+wanted sanity && run_stage sanity bash tests/bed/sanity.sh
+finish_beside
 wanted build && run_stage build bash tests/bed/build_install.sh
 wanted units && run_stage units python -m pytest -q tests/unit
-# Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
-# under qemu-user) and the roles' bad-input checks.
 scenarios=()
 if wanted molecule; then
   read -r -a scenarios <<<"${SCENARIOS:-$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -rn1 basename | sort | xargs)}"
 fi
 # A scenario that starts no containers (aws_infra: moto on loopback) runs beside the integration tests, which leave
-# a core idle while they wait on containers; its output is printed when both are done.
-beside=()
-if wanted integration; then
-  for scenario in "${scenarios[@]}"; do [ "$scenario" = aws_infra ] && beside+=("$scenario"); done
-fi
-declare -A beside_pid beside_log
-for scenario in "${beside[@]}"; do
-  beside_log[$scenario]=$(mktemp)
-  { t0=$SECONDS; molecule test -s "$scenario"; echo "$? $((SECONDS - t0))" >"${beside_log[$scenario]}.result"; } \
-    >"${beside_log[$scenario]}" 2>&1 &
-  beside_pid[$scenario]=$!
-done
-wanted integration && run_stage integration python -m pytest -q -rs -s --durations=12 tests/integration
-for scenario in "${beside[@]}"; do
-  wait "${beside_pid[$scenario]}"
-  read -r rc took <"${beside_log[$scenario]}.result"
-  printf '\n==> [molecule:%s] molecule test -s %s (beside the integration tests)\n' "$scenario" "$scenario"
-  cat "${beside_log[$scenario]}" && rm -f "${beside_log[$scenario]}" "${beside_log[$scenario]}.result"
-  if [ "$rc" -eq 0 ]; then passed+=("molecule:$scenario(${took}s)"); else failed+=("molecule:$scenario(${took}s)"); fi
-done
+# a core idle while they wait on containers.
+sequential=()
 for scenario in "${scenarios[@]}"; do
-  [[ " ${beside[*]} " == *" $scenario "* ]] || run_stage "molecule:$scenario" molecule test -s "$scenario"
+  if [ "$scenario" = aws_infra ] && wanted integration; then
+    start_beside "molecule:$scenario" molecule test -s "$scenario"
+  else
+    sequential+=("$scenario")
+  fi
+done
+# Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
+# under qemu-user) and the roles' bad-input checks.
+wanted integration && run_stage integration python -m pytest -q -rs -s --durations=12 tests/integration
+finish_beside
+for scenario in "${sequential[@]}"; do
+  run_stage "molecule:$scenario" molecule test -s "$scenario"
 done
 
 printf '\nmake test finished in %ss. passed: %s\n' "$((SECONDS - started))" "${passed[*]:-none}"
