@@ -16,7 +16,7 @@ UNIT = "llama-rpc-worker@main.service"
 PORT = RUNNER.get_variables(WORKERS[0])["rpc_worker_port"]  # the scenario's one value (molecule.yml)
 OFFLINE = "llama-worker-1"  # no route to a package mirror (prepare.yml)
 # Reaches the Debian mirror when there is a route; the check that the host is really cut off.
-CAN_REACH_MIRROR = "import socket; socket.create_connection(('deb.debian.org', 80), timeout=2)"
+CAN_REACH_MIRROR = "import socket; socket.create_connection(('deb.debian.org', 80), timeout=5)"
 
 
 def address(host):
