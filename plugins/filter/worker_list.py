@@ -15,7 +15,8 @@ description:
   - Per host, the endpoints the rpc_worker role published (the only place its address and port settings are
     worked out), that is the fact C(rpc_worker_endpoints) when it ran in this play, else its local fact
     C(llama_rpc_worker) (C(ansible_local), present once facts are gathered on the host).
-  - A host with neither is refused, naming the host and the fix (run the rpc_worker role there).
+  - A host with neither is refused, naming the host and the fix (run the rpc_worker role there); so is an endpoint
+    that is not an IP address and a port the master can dial (such as a host name, or C(0.0.0.0) from an old run).
 options:
   _input:
     description: The worker host names, for example C(groups['llama_workers']).
@@ -45,7 +46,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import parse_address
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS, parse_endpoint
 
 
 def host_endpoints(host, host_vars):
@@ -61,7 +63,21 @@ def host_endpoints(host, host_vars):
             "worker_list: %s has published no RPC worker endpoints (neither the fact rpc_worker_endpoints of this run nor "
             "the local fact llama_rpc_worker). Run the rpc_worker role on it (playbooks/deploy.yml does), then again"
             % host)
+    for endpoint in endpoints:
+        check_endpoint(host, endpoint)
     return endpoints
+
+
+def check_endpoint(host, endpoint):
+    """A published endpoint is an IP address the master can dial and a port (rpc_worker publishes nothing else)."""
+    try:
+        address = parse_address(parse_endpoint(str(endpoint))[0])
+    except ValueError as error:
+        raise AnsibleFilterError("worker_list: %s published the endpoint %r, which is not address:port (%s). Run the "
+                                 "rpc_worker role on it again" % (host, endpoint, error))
+    if address.is_unspecified:
+        raise AnsibleFilterError("worker_list: %s published %r: the master cannot dial an every-interface address. Run "
+                                 "the rpc_worker role on it again (it publishes the host's private address)" % (host, endpoint))
 
 
 def worker_list(hosts, hostvars):

@@ -63,6 +63,8 @@ CASES = {
     "empty API key with the server enabled": ({"rpc_master_server_api_key": ""},
                                               ["llama-server needs rpc_master_server_api_key", "Ansible Vault"]),
     "server on every interface": ({"rpc_master_server_bind_address": "0.0.0.0"}, ["never 0.0.0.0"]),
+    "server address that is a host name": ({"rpc_master_server_bind_address": "master.internal"},
+                                           ["rpc_master_server_bind_address='master.internal' is not an IP address"]),
     "memory fraction above 1": ({"rpc_master_memory_fraction": 1.5}, ["rpc_master_memory_fraction above 0 and at most 1"]),
 }
 

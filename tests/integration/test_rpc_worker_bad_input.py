@@ -36,6 +36,16 @@ CASES = {
     "threads below 1": ({"rpc_worker_threads": 0}, ["rpc_worker_threads=0: a worker needs at least 1 thread"]),
     "bind address not on the host": ({"rpc_worker_bind_address": "10.123.45.67"},
                                      ["rpc_worker_bind_address=10.123.45.67 is not an address of"]),
+    # addresses are parsed: each of these names the variable and what to write instead
+    "bind address that is a host name": ({"rpc_worker_bind_address": "worker-1.internal"},
+                                         ["rpc_worker_bind_address='worker-1.internal' is not an IP address"]),
+    "bind address with a prefix length": ({"rpc_worker_bind_address": "10.0.0.5/24"},
+                                          ["is a network (it has a prefix length), not one address: write 10.0.0.5"]),
+    "master address with an octet above 255": ({"rpc_worker_allowed_sources": ["10.9.9.300"]},
+                                               ["rpc_worker_allowed_sources entry '10.9.9.300' is not an IP address or network",
+                                                "Octet 300 (> 255)"]),
+    "master network with host bits": ({"rpc_worker_allowed_sources": ["10.9.9.9/16"]},
+                                      ["for this address alone write 10.9.9.9/32, for the whole network 10.9.0.0/16"]),
     "every interface without the override": ({"rpc_worker_bind_address": "0.0.0.0"},
                                              ["unauthenticated", "rpc_worker_allow_any_address: true"]),
     "cache directory that cannot be created": ({"rpc_worker_cache_dir": "/proc/llama-cache"},
@@ -68,3 +78,10 @@ def test_a_port_in_use_is_refused_by_name(host):
     assert result.returncode != 0
     assert "Port 50052 (instance main) is already in use" in result.stdout and "rpc_worker_port" in result.stdout
     assert untouched
+
+
+def test_two_bad_addresses_are_named_together_and_nothing_else(host):
+    result, untouched = converge(host, rpc_worker_bind_address="10.0.0.5/24", rpc_worker_allowed_sources=["10.9.9.9", "fd00::1/64"])
+    assert result.returncode != 0 and untouched
+    assert "rpc_worker_bind_address='10.0.0.5/24'" in result.stdout and "entry 'fd00::1/64'" in result.stdout, result.stdout[-3000:]
+    assert "'10.9.9.9'" not in result.stdout, "a good source was named"

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import boto3
@@ -137,7 +138,9 @@ BAD = {
     "no workers": ({"aws_infra_worker_count": 0}, "aws_infra_worker_count from 1 to 16"),
     "17 workers": ({"aws_infra_worker_count": 17}, "aws_infra_worker_count from 1 to 16"),
     "SSH from anywhere without the opt-in": ({"aws_infra_admin_cidr": "0.0.0.0/0"}, "aws_infra_ssh_from_anywhere: true"),
-    "no admin CIDR": ({"aws_infra_admin_cidr": ""}, "aws_infra_admin_cidr as a.b.c.d/n"),
+    "no admin CIDR": ({"aws_infra_admin_cidr": ""}, "aws_infra_admin_cidr is empty: set it to the addresses that may reach SSH"),
+    "key pair missing in the region": ({"aws_infra_key_name": "no-such-key"},
+                                       "aws_infra_key_name=no-such-key: no EC2 key pair of that name in us-east-1"),
     "VPC that does not exist": ({"aws_infra_vpc_id": "vpc-0123456789abcdef0", "aws_infra_subnet_id": "subnet-0123456789abcdef0"},
                                 "No subnet subnet-0123456789abcdef0 in VPC vpc-0123456789abcdef0"),
     "name of a VPC this collection did not create": ({"aws_infra_cluster_name": "decoy"}, "was not created for this cluster"),
@@ -147,15 +150,76 @@ BAD = {
 }
 
 
+def account_counts():
+    """What a refused run must leave as it was: every kind of resource provisioning creates."""
+    client = ec2()
+    return {
+        "vpcs": len(client.describe_vpcs()["Vpcs"]),
+        "subnets": len(client.describe_subnets()["Subnets"]),
+        "security groups": len(client.describe_security_groups()["SecurityGroups"]),
+        "internet gateways": len(client.describe_internet_gateways()["InternetGateways"]),
+        "route tables": len(client.describe_route_tables()["RouteTables"]),
+        "instances": len(instances(states=("pending", "running"))),
+        "volumes": len(client.describe_volumes()["Volumes"]),
+        "key pairs": len(client.describe_key_pairs()["KeyPairs"]),
+    }
+
+
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_input_is_refused_before_anything_is_created(case):
     overrides, message = BAD[case]
-    before = vpc_count(), len(instances(states=("pending", "running")))
+    before = account_counts()
     run = playbook("provision.yml", dict(BASE, **overrides))
     assert run.returncode != 0, f"{case}: the play succeeded"
     output = run.stdout + run.stderr
     assert message in output, f"{case}: {message!r} not in:\n{output[-3000:]}"
-    assert (vpc_count(), len(instances(states=("pending", "running")))) == before
+    assert account_counts() == before
+
+
+# Each address input, parsed: these all passed the old pattern (or were never checked) and reached AWS, which
+# rewrote them into other networks or failed after the VPC existed. Each message names the variable and the fix.
+BAD_ADDRESSES = {
+    "octet above 255": ({"aws_infra_admin_cidr": "300.51.100.7/32"},
+                        "aws_infra_admin_cidr='300.51.100.7/32' is not an IP network: Octet 300 (> 255) not permitted"),
+    "prefix above 32": ({"aws_infra_admin_cidr": "198.51.100.7/33"}, "an IPv4 prefix length is 0 to 32"),
+    "host bits set": ({"aws_infra_admin_cidr": "198.51.100.7/24"},
+                      "for this address alone write 198.51.100.7/32, for the whole network 198.51.100.0/24"),
+    "no prefix": ({"aws_infra_admin_cidr": "198.51.100.7"}, "for this address alone write 198.51.100.7/32"),
+    "IPv6 admin network": ({"aws_infra_admin_cidr": "2001:db8::/64"}, "aws_infra_admin_cidr='2001:db8::/64' is IPv6; the VPC has IPv4 only"),
+    "VPC block too large": ({"aws_infra_vpc_cidr": "10.0.0.0/8"}, "aws_infra_vpc_cidr='10.0.0.0/8': a VPC takes an IPv4 block from /16 to /28"),
+    "VPC with host bits": ({"aws_infra_vpc_cidr": "10.42.0.1/16"}, "aws_infra_vpc_cidr='10.42.0.1/16' is not an IP network"),
+    "subnet outside the VPC": ({"aws_infra_public_subnet_cidr": "10.43.0.0/24"},
+                               "aws_infra_public_subnet_cidr=10.43.0.0/24 is not inside aws_infra_vpc_cidr=10.42.0.0/16"),
+    "overlapping subnets": ({"aws_infra_private_subnet_cidr": "10.42.0.0/25"},
+                            "aws_infra_private_subnet_cidr=10.42.0.0/25 overlaps aws_infra_public_subnet_cidr=10.42.0.0/24"),
+}
+
+
+def test_each_bad_address_input_is_refused_by_name_before_anything_is_created():
+    """The cases run side by side (each fails in the first check, before AWS is asked anything); the account is
+    compared once around all of them."""
+    before = account_counts()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = dict(zip(BAD_ADDRESSES, pool.map(lambda case: playbook("provision.yml", dict(BASE, **BAD_ADDRESSES[case][0])),
+                                                BAD_ADDRESSES)))
+    for case, (_overrides, message) in BAD_ADDRESSES.items():
+        output = runs[case].stdout + runs[case].stderr
+        assert runs[case].returncode != 0, f"{case}: the play succeeded"
+        assert message in output, f"{case}: {message!r} not in:\n{output[-3000:]}"
+    assert account_counts() == before
+
+
+def test_a_refusal_names_only_the_wrong_inputs_in_the_order_they_are_set():
+    run = playbook("provision.yml", dict(BASE, aws_infra_admin_cidr="198.51.100.7", aws_infra_private_subnet_cidr="10.50.1.0/24",
+                                         aws_infra_worker_count=20))
+    assert run.returncode != 0
+    wrong = ["aws_infra_admin_cidr='198.51.100.7' is not an IP network", "aws_infra_private_subnet_cidr=10.50.1.0/24 is not inside",
+             "aws_infra_worker_count=20: set aws_infra_worker_count from 1 to 16"]
+    where = [run.stdout.find(message) for message in wrong]
+    assert -1 not in where and where == sorted(where), (where, run.stdout[-3000:])
+    for good in ("aws_infra_region is", "aws_infra_cluster_name=", "aws_infra_key_name is", "aws_infra_vpc_cidr='",
+                 "aws_infra_public_subnet_cidr=", "aws_infra_rpc_port=", "aws_infra_vpc_id and"):
+        assert good not in run.stdout, (good, run.stdout[-3000:])
 
 
 def test_no_credentials_is_refused_with_what_to_set():

@@ -41,9 +41,15 @@ def test_worker_list_is_deduplicated_in_a_stable_order():
     ("w1", "expects a list"),
     # its address and port are worked out by the rpc_worker role only, never guessed from the inventory
     (["unpublished"], "unpublished has published no RPC worker endpoints .* Run the rpc_worker role on it"),
+    # parsed, not trusted: an endpoint must be an IP address the master can dial
+    (["named"], "named published the endpoint 'worker-1.internal:50052', which is not address:port"),
+    (["every"], "every published '0.0.0.0:50052': the master cannot dial an every-interface address"),
+    (["octets"], "octets published the endpoint '10.0.1.300:50052'"),
 ])
 def test_worker_list_refuses_bad_clusters(hosts, message):
     hostvars = dict(HOSTVARS, unpublished={"ansible_host": "10.0.4.1", "rpc_worker_port": 50052},
+                    named=published("worker-1.internal:50052"), every=published("0.0.0.0:50052"),
+                    octets=published("10.0.1.300:50052"),
                     **{f"h{index}": published(f"10.0.3.{index}:50052") for index in range(17)})
     with pytest.raises(AnsibleFilterError, match=message):
         worker_list(hosts, hostvars)
