@@ -110,11 +110,11 @@ def _check(checked, by_name):
         try:
             one = _one(text, checked.kind)
         except ValueError as error:
-            return "%s is not an IP %s: %s" % (shown, "address or network" if checked.kind == "sources" else checked.kind,
-                                                error)
+            wanted = "address or network" if checked.kind == "sources" else checked.kind
+            return "%s is not an IP %s: %s" % (shown, wanted, error)
         if spec.get("version") and one.version != int(spec["version"]):
-            return "%s is %s; %s" % (shown, FAMILY[one.version], spec.get("version_reason")
-                                      or "give an %s value" % FAMILY[int(spec["version"])])
+            reason = spec.get("version_reason") or "give an %s value" % FAMILY[int(spec["version"])]
+            return "%s is %s; %s" % (shown, FAMILY[one.version], reason)
         if spec.get("prefix") and checked.kind == "network":
             low, high = (int(bound) for bound in spec["prefix"])
             if not low <= one.prefixlen <= high:

@@ -215,11 +215,12 @@ def test_a_refusal_names_only_the_wrong_inputs_in_the_order_they_are_set():
     assert run.returncode != 0
     wrong = ["aws_infra_admin_cidr='198.51.100.7' is not an IP network", "aws_infra_private_subnet_cidr=10.50.1.0/24 is not inside",
              "aws_infra_worker_count=20: set aws_infra_worker_count from 1 to 16"]
-    where = [run.stdout.find(message) for message in wrong]
-    assert -1 not in where and where == sorted(where), (where, run.stdout[-3000:])
+    output = run.stdout + run.stderr  # ansible-core 2.19 prints the failure on stderr
+    where = [output.find(message) for message in wrong]
+    assert -1 not in where and where == sorted(where), (where, output[-3000:])
     for good in ("aws_infra_region is", "aws_infra_cluster_name=", "aws_infra_key_name is", "aws_infra_vpc_cidr='",
                  "aws_infra_public_subnet_cidr=", "aws_infra_rpc_port=", "aws_infra_vpc_id and"):
-        assert good not in run.stdout, (good, run.stdout[-3000:])
+        assert good not in output, (good, output[-3000:])
 
 
 def test_no_credentials_is_refused_with_what_to_set():
