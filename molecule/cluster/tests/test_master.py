@@ -370,30 +370,56 @@ def patched_archive(work_dir):
     return patched, hashlib.sha256(patched.read_bytes()).hexdigest()
 
 
-def test_preflight_refuses_mixed_builds(host, tmp_path):
-    """A worker built from another archive of the same release (one file added): same labels, other content."""
+def running_build(node):
+    """The build directory of the program the worker service runs now (not the one `current` points at)."""
+    pid = node.check_output(f"systemctl show -p MainPID --value {WORKER_UNIT}")
+    return node.check_output(f"readlink -f /proc/{pid}/exe").rsplit("/bin/", 1)[0]
+
+
+def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(host, tmp_path):
+    """A worker built from another archive of the same release (one file added): same labels, other content. The
+    rpc_worker role restarts the worker on the build that is current (it ran the old one before), and setting the old
+    pin back switches back to the kept build without compiling or receiving it."""
     name = RUNNER.get_hosts("llama_workers")[1]
     master = RUNNER.get_hosts("llama_master")[0]
+    node = worker(name)
     archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
     other_archive, other_sha256 = patched_archive(tmp_path)
     build = ["ansible-playbook", "-i", INVENTORY, "-l", name, str(ROOT / "tests" / "playbooks" / "llama_build.yml")]
+    # The worker role alone on that worker; the master's facts are gathered, for its firewall.
+    worker_play = tmp_path / "worker.yml"
+    worker_play.write_text(yaml.safe_dump([{"name": "Master facts", "hosts": "llama_master", "gather_facts": True},
+                                           {"name": "Worker", "hosts": name, "roles": ["graviton.llama_rpc.rpc_worker"]}]))
+    restart_worker = ["ansible-playbook", "-i", INVENTORY, str(worker_play)]
     # Only the worker program: a worker needs no more, and it compiles in a third of the time. Kept in the machine's
     # cache of built binaries, not the scenario's: the patched archive is the same every run, so it compiles once.
     other_build = {"llama_build_archive_src": str(other_archive), "llama_build_archive_sha256": other_sha256,
                    "llama_build_targets": ["ggml-rpc-server"],
                    "llama_build_controller_cache": f"{os.environ['LLAMA_RPC_BUILD_CACHE']}/artifacts"}
+    before = running_build(node)
     other = subprocess.run(build + ["-e", json.dumps(other_build)], capture_output=True, text=True, timeout=1800, check=False)
     assert other.returncode == 0, other.stdout[-3000:]
     try:
         _before, count = latest_result()
         run = infer()
+        switched = subprocess.run(restart_worker, capture_output=True, text=True, timeout=600, check=False)
+        after_switch = running_build(node)
     finally:
         back = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
+        back_worker = subprocess.run(restart_worker, capture_output=True, text=True, timeout=600, check=False)
     assert back.returncode == 0, back.stdout[-3000:]
+    assert back_worker.returncode == 0, back_worker.stdout[-3000:]
     # Both sources are named; the labels (release b11312, the same commit) are the same and do not hide it.
     assert_refused(host, run, "Mixed llama.cpp builds", f"{master}: archive {archive} (sha256 {sha256[:12]})",
                    f"{name}: archive {other_archive} (sha256 {other_sha256[:12]})")
     assert latest_result()[1] == count
+    # The worker ran the old build until the rpc_worker role restarted it on the new one, and runs the kept one again.
+    assert switched.returncode == 0, switched.stdout[-3000:]
+    current = node.check_output("readlink -f /opt/llama.cpp/current")
+    assert after_switch != before and running_build(node) == before == current, (before, after_switch, current)
+    for step in ("compile.yml", "distribute.yml"):
+        assert f"/{step}" not in back.stdout, f"setting the old pin back ran {step}:\n{back.stdout[-3000:]}"
+    print(f"mixed builds: worker {name} switched {before.rsplit('/', 1)[1]} -> {after_switch.rsplit('/', 1)[1]} and back")
     wait_until_serving(host)
 
 
