@@ -41,6 +41,7 @@ CASES = {
                                          ["rpc_worker_bind_address='worker-1.internal' is not an IP address"]),
     "bind address with a prefix length": ({"rpc_worker_bind_address": "10.0.0.5/24"},
                                           ["is a network (it has a prefix length), not one address: write 10.0.0.5"]),
+    "IPv6 bind address": ({"rpc_worker_bind_address": "fd00::5"}, ["rpc_worker_bind_address='fd00::5' is IPv6; llama.cpp's RPC server listens on IPv4 only"]),
     "master address with an octet above 255": ({"rpc_worker_allowed_sources": ["10.9.9.300"]},
                                                ["rpc_worker_allowed_sources entry '10.9.9.300' is not an IP address or network",
                                                 "Octet 300 (> 255)"]),

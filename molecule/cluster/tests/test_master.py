@@ -6,6 +6,7 @@ fetched from S3 (moto) through a URL the controller signs."""
 import glob
 import gzip
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -14,7 +15,10 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -305,6 +309,90 @@ def test_server_recovers_after_a_worker_dies(host):
     assert answer["content"] is not None
 
 
+def stream_completions(url, stop, until, results):
+    """One client: streamed completions one after another until told to stop or `until` (monotonic); each request's
+    start, its wait (to its last byte, its error or its closed stream) and how it ended go to results."""
+    body = json.dumps({"prompt": "Once upon a time", "n_predict": 48, "stream": True, "cache_prompt": False}).encode()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + KEY}
+    while not stop.is_set() and time.monotonic() < until:
+        started = time.monotonic()
+        try:
+            request = urllib.request.Request(url + "/completion", data=body, headers=headers)
+            # 120 s: far above the bound asserted, so a hang shows as a wait, not as a stuck test
+            with urllib.request.urlopen(request, timeout=120) as reply:
+                # the last event of a whole answer says "stop": true; a stream cut short does not
+                ended = "ok" if b'"stop":true' in reply.read().replace(b" ", b"") else "closed"
+        except urllib.error.HTTPError as error:
+            ended = f"http {error.code}"
+        except (OSError, http.client.HTTPException) as error:
+            ended = type(error).__name__
+        results.append((started, time.monotonic() - started, ended))
+        if ended != "ok":
+            time.sleep(0.5)
+
+
+FAULT_TABLE = "llama_rpc_fault_test"
+
+
+def freeze(node, _master_address):
+    node.check_output(f"systemctl kill -s STOP {WORKER_UNIT}")
+    return lambda: node.check_output(f"systemctl kill -s CONT {WORKER_UNIT}")
+
+
+def drop_every_packet(node, master_address):
+    """The path between the master and this worker drops every packet, both ways (a table of the test's own)."""
+    rules = (f"table inet {FAULT_TABLE} {{ chain input {{ type filter hook input priority -50; ip saddr {master_address} drop; }}"
+             f" chain output {{ type filter hook output priority -50; ip daddr {master_address} drop; }} }}")
+    node.check_output(f"printf '%s\\n' '{rules}' | nft -f -")
+    return lambda: node.check_output(f"nft delete table inet {FAULT_TABLE}")
+
+
+# Each fault holds for FAULT_SECONDS under three streaming clients. The bound on a request's wait is the watchdog's
+# (molecule.yml: interval 2 s, timeout 10 s) plus llama-server's TimeoutStopSec (10 s), and 5 s of slack.
+FAULTS = {"worker frozen": freeze, "path dropping every packet": drop_every_packet}
+FAULT_SECONDS, WAIT_BOUND, BACK_WITHIN = 25, 2 + 10 + 10 + 5, 60
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_stalled_worker_never_hangs_a_client_and_the_cluster_comes_back(host, fault):
+    """llama.cpp's RPC client would wait on a stalled worker without end, and every client with it. The watchdog
+    restarts llama-server, which ends every request in flight; the server serves again once the fault ends."""
+    wait_until_serving(host)
+    second = worker(RUNNER.get_hosts("llama_workers")[1])
+    url, results, stop = server_url(host), [], threading.Event()
+    fault_at = time.monotonic() + 3
+    until = fault_at + FAULT_SECONDS + BACK_WITHIN
+    clients = [threading.Thread(target=stream_completions, args=(url, stop, until, results)) for _ in range(3)]
+    for client in clients:
+        client.start()
+    time.sleep(max(0.0, fault_at - time.monotonic()))
+    end_fault = FAULTS[fault](second, host.interface.default().addresses[0])
+    try:
+        time.sleep(FAULT_SECONDS)
+    finally:
+        end_fault()
+    ended_at = time.monotonic()
+    served_again = None
+    while served_again is None and time.monotonic() < until:
+        time.sleep(0.5)
+        served_again = min((start + wait for start, wait, ended in list(results) if ended == "ok" and start >= ended_at),
+                           default=None)
+    stop.set()
+    for client in clients:
+        client.join()
+    during = [(start, wait, ended) for start, wait, ended in results if start + wait >= fault_at and start < ended_at]
+    longest = max(wait for _start, wait, _ended in during)
+    back = served_again - ended_at if served_again else float("nan")
+    print(f"{fault} ({FAULT_SECONDS} s, 3 streaming clients): {len(during)} requests met the fault, longest wait "
+          f"{longest:.1f} s (bound {WAIT_BOUND} s), endings {sorted({ended for _s, _w, ended in during})}; serves again "
+          f"{back:.1f} s after the fault ended")
+    assert longest <= WAIT_BOUND, sorted(during, key=lambda request: -request[1])[:5]
+    watchdog = host.check_output("journalctl -u llama-server-watchdog --no-pager -o cat")
+    assert "did not answer /metrics" in watchdog, watchdog[-2000:]
+    assert served_again is not None and back <= BACK_WITHIN, results[-10:]
+    wait_until_serving(host)
+
+
 def test_preflight_refuses_a_stopped_worker(host):
     second = worker(RUNNER.get_hosts("llama_workers")[1])
     _before, count = latest_result()
@@ -370,10 +458,16 @@ def patched_archive(work_dir):
     return patched, hashlib.sha256(patched.read_bytes()).hexdigest()
 
 
-def running_build(node):
-    """The build directory of the program the worker service runs now (not the one `current` points at)."""
+def worker_process(node):
+    """The worker's process id and the build its settings name (what it was started with: its program is reached
+    through `current`, and /proc/PID/exe is not readable without CAP_SYS_PTRACE in these containers)."""
     pid = node.check_output(f"systemctl show -p MainPID --value {WORKER_UNIT}")
-    return node.check_output(f"readlink -f /proc/{pid}/exe").rsplit("/bin/", 1)[0]
+    build = node.check_output("sed -n 's/^RPC_WORKER_BUILD=//p' /etc/llama-rpc-worker/main.env")
+    return pid, build
+
+
+def current_build(node):
+    return node.check_output("readlink -f /opt/llama.cpp/current").rsplit("/", 1)[1]
 
 
 def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(host, tmp_path):
@@ -396,14 +490,16 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     other_build = {"llama_build_archive_src": str(other_archive), "llama_build_archive_sha256": other_sha256,
                    "llama_build_targets": ["ggml-rpc-server"],
                    "llama_build_controller_cache": f"{os.environ['LLAMA_RPC_BUILD_CACHE']}/artifacts"}
-    before = running_build(node)
+    before = worker_process(node)
+    first_build = current_build(node)
     other = subprocess.run(build + ["-e", json.dumps(other_build)], capture_output=True, text=True, timeout=1800, check=False)
     assert other.returncode == 0, other.stdout[-3000:]
     try:
         _before, count = latest_result()
         run = infer()
+        other_build_id = current_build(node)
         switched = subprocess.run(restart_worker, capture_output=True, text=True, timeout=600, check=False)
-        after_switch = running_build(node)
+        after_switch = worker_process(node)
     finally:
         back = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
         back_worker = subprocess.run(restart_worker, capture_output=True, text=True, timeout=600, check=False)
@@ -413,13 +509,15 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     assert_refused(host, run, "Mixed llama.cpp builds", f"{master}: archive {archive} (sha256 {sha256[:12]})",
                    f"{name}: archive {other_archive} (sha256 {other_sha256[:12]})")
     assert latest_result()[1] == count
-    # The worker ran the old build until the rpc_worker role restarted it on the new one, and runs the kept one again.
+    # The rpc_worker role restarted the worker on the new build (it ran the old one until then), and on the kept one.
     assert switched.returncode == 0, switched.stdout[-3000:]
-    current = node.check_output("readlink -f /opt/llama.cpp/current")
-    assert after_switch != before and running_build(node) == before == current, (before, after_switch, current)
+    back_again = worker_process(node)
+    assert before[1] == first_build and other_build_id != first_build, (before, first_build, other_build_id)
+    assert after_switch[0] != before[0] and after_switch[1] == other_build_id, (before, after_switch, other_build_id)
+    assert back_again[0] != after_switch[0] and back_again[1] == first_build == current_build(node), (after_switch, back_again)
     for step in ("compile.yml", "distribute.yml"):
         assert f"/{step}" not in back.stdout, f"setting the old pin back ran {step}:\n{back.stdout[-3000:]}"
-    print(f"mixed builds: worker {name} switched {before.rsplit('/', 1)[1]} -> {after_switch.rsplit('/', 1)[1]} and back")
+    print(f"mixed builds: worker {name} restarted on {other_build_id} and back on {first_build}, without a compile")
     wait_until_serving(host)
 
 
