@@ -341,16 +341,19 @@ def freeze(node, _master_address):
 
 def drop_every_packet(node, master_address):
     """The path between the master and this worker drops every packet, both ways (a table of the test's own)."""
-    rules = (f"table inet {FAULT_TABLE} {{ chain input {{ type filter hook input priority -50; ip saddr {master_address} drop; }}"
-             f" chain output {{ type filter hook output priority -50; ip daddr {master_address} drop; }} }}")
-    node.check_output(f"printf '%s\\n' '{rules}' | nft -f -")
-    return lambda: node.check_output(f"nft delete table inet {FAULT_TABLE}")
+    table = f"inet {FAULT_TABLE}"
+    node.check_output(f"nft add table {table}")
+    for chain, match in (("input", "saddr"), ("output", "daddr")):
+        node.check_output(f"nft add chain {table} {chain} '{{ type filter hook {chain} priority -50; }}'")
+        node.check_output(f"nft add rule {table} {chain} ip {match} {master_address} drop")
+    return lambda: node.check_output(f"nft delete table {table}")
 
 
-# Each fault holds for FAULT_SECONDS under three streaming clients. The bound on a request's wait is the watchdog's
-# (molecule.yml: interval 2 s, timeout 10 s) plus llama-server's TimeoutStopSec (10 s), and 5 s of slack.
+# Each fault holds for FAULT_SECONDS under three streaming clients. The bound on a request's wait once the fault has
+# begun is the watchdog's (molecule.yml: interval 2 s, timeout 5 s) plus llama-server's TimeoutStopSec (5 s), and 5 s
+# of slack.
 FAULTS = {"worker frozen": freeze, "path dropping every packet": drop_every_packet}
-FAULT_SECONDS, WAIT_BOUND, BACK_WITHIN = 25, 2 + 10 + 10 + 5, 60
+FAULT_SECONDS, WAIT_BOUND, BACK_WITHIN = 15, 2 + 5 + 5 + 5, 60
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
@@ -380,15 +383,17 @@ def test_a_stalled_worker_never_hangs_a_client_and_the_cluster_comes_back(host, 
     stop.set()
     for client in clients:
         client.join()
-    during = [(start, wait, ended) for start, wait, ended in results if start + wait >= fault_at and start < ended_at]
+    # each request that met the fault: how long it waited from the fault's start (or its own, if later) to its end
+    during = [(start, start + wait - max(start, fault_at), ended) for start, wait, ended in results
+              if start + wait >= fault_at and start < ended_at]
     longest = max(wait for _start, wait, _ended in during)
     back = served_again - ended_at if served_again else float("nan")
-    print(f"{fault} ({FAULT_SECONDS} s, 3 streaming clients): {len(during)} requests met the fault, longest wait "
+    print(f"{fault} ({FAULT_SECONDS} s, 3 streaming clients): {len(during)} requests met the fault, longest wait in it "
           f"{longest:.1f} s (bound {WAIT_BOUND} s), endings {sorted({ended for _s, _w, ended in during})}; serves again "
           f"{back:.1f} s after the fault ended")
     assert longest <= WAIT_BOUND, sorted(during, key=lambda request: -request[1])[:5]
     watchdog = host.check_output("journalctl -u llama-server-watchdog --no-pager -o cat")
-    assert "did not answer /metrics" in watchdog, watchdog[-2000:]
+    assert "has had requests and no decode step" in watchdog, watchdog[-2000:]
     assert served_again is not None and back <= BACK_WITHIN, results[-10:]
     wait_until_serving(host)
 
@@ -479,12 +484,12 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     node = worker(name)
     archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
     other_archive, other_sha256 = patched_archive(tmp_path)
-    build = ["ansible-playbook", "-i", INVENTORY, "-l", name, str(ROOT / "tests" / "playbooks" / "llama_build.yml")]
-    # The worker role alone on that worker; the master's facts are gathered, for its firewall.
-    worker_play = tmp_path / "worker.yml"
-    worker_play.write_text(yaml.safe_dump([{"name": "Master facts", "hosts": "llama_master", "gather_facts": True},
-                                           {"name": "Worker", "hosts": name, "roles": ["graviton.llama_rpc.rpc_worker"]}]))
-    restart_worker = ["ansible-playbook", "-i", INVENTORY, str(worker_play)]
+    # The build and the worker roles on that worker, as deploy.yml runs them (the master's facts are its firewall's).
+    play = tmp_path / "worker.yml"
+    play.write_text(yaml.safe_dump([{"name": "Master facts", "hosts": "llama_master", "gather_facts": True},
+                                    {"name": "Worker", "hosts": name,
+                                     "roles": ["graviton.llama_rpc.llama_build", "graviton.llama_rpc.rpc_worker"]}]))
+    build = ["ansible-playbook", "-i", INVENTORY, str(play)]
     # Only the worker program: a worker needs no more, and it compiles in a third of the time. Kept in the machine's
     # cache of built binaries, not the scenario's: the patched archive is the same every run, so it compiles once.
     other_build = {"llama_build_archive_src": str(other_archive), "llama_build_archive_sha256": other_sha256,
@@ -493,24 +498,20 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     before = worker_process(node)
     first_build = current_build(node)
     other = subprocess.run(build + ["-e", json.dumps(other_build)], capture_output=True, text=True, timeout=1800, check=False)
-    assert other.returncode == 0, other.stdout[-3000:]
     try:
         _before, count = latest_result()
         run = infer()
         other_build_id = current_build(node)
-        switched = subprocess.run(restart_worker, capture_output=True, text=True, timeout=600, check=False)
         after_switch = worker_process(node)
     finally:
         back = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
-        back_worker = subprocess.run(restart_worker, capture_output=True, text=True, timeout=600, check=False)
+    assert other.returncode == 0, other.stdout[-3000:]
     assert back.returncode == 0, back.stdout[-3000:]
-    assert back_worker.returncode == 0, back_worker.stdout[-3000:]
     # Both sources are named; the labels (release b11312, the same commit) are the same and do not hide it.
     assert_refused(host, run, "Mixed llama.cpp builds", f"{master}: archive {archive} (sha256 {sha256[:12]})",
                    f"{name}: archive {other_archive} (sha256 {other_sha256[:12]})")
     assert latest_result()[1] == count
-    # The rpc_worker role restarted the worker on the new build (it ran the old one until then), and on the kept one.
-    assert switched.returncode == 0, switched.stdout[-3000:]
+    # The rpc_worker role restarted the worker on the new build (llama_build only installs it), and on the kept one.
     back_again = worker_process(node)
     assert before[1] == first_build and other_build_id != first_build, (before, first_build, other_build_id)
     assert after_switch[0] != before[0] and after_switch[1] == other_build_id, (before, after_switch, other_build_id)
