@@ -20,21 +20,13 @@ class InputProblem(ValueError):
     """A bad input; its text names the variable and the fix."""
 
 
-def _parse_family(text, parse4, parse6):
-    """Parse text with the IPv4 or IPv6 parser; on failure keep the reason of the family it was meant for."""
-    try:
-        return parse6(text) if ":" in text else parse4(text)
-    except ValueError as error:
-        # ':' only chooses whose reason to report: the text was parsed, and parsing decided it is bad.
-        raise ValueError(str(error)) from None
-
-
 def parse_address(text):
     """One IP address ('10.0.0.5', 'fd00::5') -> IPv4Address/IPv6Address; ValueError with the reason."""
     if "/" in text:
         raise ValueError("%s is a network (it has a prefix length), not one address: write %s"
                          % (text, text.split("/", 1)[0]))
-    return _parse_family(text, ipaddress.IPv4Address, ipaddress.IPv6Address)
+    # ':' only chooses the parser, so that a bad value gets the reason of the family it was meant for; parsing decides.
+    return ipaddress.IPv6Address(text) if ":" in text else ipaddress.IPv4Address(text)
 
 
 def parse_network(text):

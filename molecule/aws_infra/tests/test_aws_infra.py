@@ -57,10 +57,6 @@ def test_the_amazon_aws_under_test_is_the_newest_ansible_bundles():
     assert found[0] == os.environ["LLAMA_RPC_NEWEST_AMAZON_AWS_VERSION"], found
 
 
-def vpc_count():
-    return len(ec2().describe_vpcs()["Vpcs"])
-
-
 def groups():
     found = ec2().describe_security_groups(Filters=cluster_filter())["SecurityGroups"]
     return {group["GroupName"]: group for group in found}
@@ -235,11 +231,11 @@ def test_scaling_adds_and_removes_workers():
 
 
 def test_check_mode_against_an_empty_account_changes_nothing():
-    before = vpc_count(), len(ec2().describe_security_groups()["SecurityGroups"]), len(instances())
+    before = account_counts()
     run = playbook("provision.yml", dict(BASE, aws_infra_cluster_name="empty-check"), "--check")
     assert run.returncode == 0, run.stdout[-3000:]
     assert "check mode: would create VPC empty-check" in run.stdout
-    assert (vpc_count(), len(ec2().describe_security_groups()["SecurityGroups"]), len(instances())) == before
+    assert account_counts() == before
 
 
 def test_teardown_removes_the_cluster_and_spares_the_decoys():
