@@ -4,17 +4,13 @@ model larger than the cluster) with its intended message and without running any
 fetched from S3 (moto) through a URL the controller signs."""
 
 import glob
-import gzip
 import hashlib
 import http.client
-import io
 import json
 import os
 import socket
-import shutil
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 import urllib.error
@@ -32,6 +28,7 @@ from tests.tools import collection, containers, tiny_model  # noqa: E402  pylint
 
 collection.importable()
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, tensor_cache  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools import llama_cpp  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -253,6 +250,50 @@ def test_a_damaged_cache_is_repaired_by_the_next_deploy(host):
     assert greedy(host) == before
 
 
+GUARD_UNIT = "llama-rpc-worker-cache-guard@main.service"
+
+
+def test_a_full_cache_disk_leaves_the_worker_up_and_no_short_file_for_a_load(host):
+    """The second worker's cache on a file system too small for its share (a tmpfs over it), and llama-server
+    restarted: the load sends that share and the disk fills up. The worker stays up, its cache guard removes the file
+    the full disk left short and says in the journal what to free, and the next load gives the same tokens as before
+    (filled from the short file, its tensor would be wrong)."""
+    before = greedy(host)
+    name = RUNNER.get_hosts("llama_workers")[1]
+    node = worker(name)
+    sizes = sorted(cached_files(name).values())
+    room_kib = (sum(sizes) - sizes[0] // 2) // 1024  # the share less half a file: the last file written is left short
+    since = node.check_output("date +%s")
+    node.check_output(f"mount -t tmpfs -o size={room_kib}k,mode=0700,uid=$(id -u llama-rpc),gid=$(id -g llama-rpc) "
+                      f"llama-rpc-full-disk {CACHE_DIR}")
+    try:
+        node.check_output(f"systemctl restart {WORKER_UNIT}")  # its sandbox (and its guard's) sees the small disk
+        pid = worker_process(node)[0]
+        host.check_output("systemctl restart llama-server")
+        through_full_disk = greedy(host)
+        deadline, journal = time.monotonic() + 60, ""
+        while "Removed the tensor cache file" not in journal and time.monotonic() < deadline:
+            time.sleep(1)
+            journal = node.check_output(f"journalctl -u {GUARD_UNIT} --since @{since} --no-pager -o cat")
+        left = node.check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -printf '%f\\n'").split()
+        hashes = {cache_file: node.check_output(f"{CACHE_TOOL} hash {CACHE_DIR}/{cache_file}").split()[0] for cache_file in left}
+        host.check_output("systemctl restart llama-server")
+        after_guard = greedy(host)
+        still_up = worker_process(node)[0] == pid and node.service(WORKER_UNIT).is_running
+        full = node.check_output(f"df --output=avail -B1 {CACHE_DIR} | tail -1")
+    finally:
+        node.check_output(f"umount {CACHE_DIR} && systemctl restart {WORKER_UNIT}")
+    print(f"full cache disk ({room_kib} KiB for a {sum(sizes)}-byte share): {len(left)} whole files left, "
+          f"{full.strip()} bytes free; the guard said: {journal.strip().splitlines()[-1][:300] if journal.strip() else ''}")
+    # it names the file system that filled up (here the tmpfs, mounted on the cache itself)
+    assert "Removed the tensor cache file" in journal and f"Free space on {CACHE_DIR} " in journal, journal[-2000:]
+    assert all(digest == cache_file for cache_file, digest in hashes.items()), hashes
+    assert len(left) < len(sizes), left
+    assert still_up, "the full disk took the worker down"
+    assert through_full_disk == before and after_guard == before, (before, through_full_disk, after_guard)
+    wait_until_serving(host)
+
+
 def test_a_removed_model_leaves_nothing_in_the_caches(host, tmp_path):
     """A second model deployed, then the first again: the second one's cache files are gone from every worker."""
     other = tiny_model.write_model(tmp_path / "other.gguf", embd=256, layers=2, ff=10752, seed=7)
@@ -441,28 +482,6 @@ def test_preflight_refuses_a_model_larger_than_the_cluster(host, tmp_path):
     wait_until_serving(host)
 
 
-def patched_archive(work_dir):
-    """The test archive with one file added (LOCAL-PATCH in the llama.cpp tree): the same release and commit, other
-    content. Written the same way every time (fixed times and owners), so its sha256 is the same in every run, and kept
-    beside the test archive: its build is compiled once on a machine and comes from the controller's cache after."""
-    archive = Path(os.environ["LLAMA_RPC_TEST_ARCHIVE"])
-    patched = archive.with_name(archive.name.replace(".tar.gz", "-local-patch.tar.gz"))
-    if not patched.exists():
-        unpacked = work_dir / "patched.tar"
-        with gzip.open(archive) as source, open(unpacked, "wb") as plain:
-            shutil.copyfileobj(source, plain)
-        content = b"a local change\n"
-        member = tarfile.TarInfo(f"{os.environ['LLAMA_RPC_TEST_ARCHIVE_SUBDIR']}/LOCAL-PATCH")
-        member.size, member.mtime, member.mode = len(content), 0, 0o644
-        with tarfile.open(unpacked, "a") as tar:
-            tar.addfile(member, io.BytesIO(content))
-        partial = patched.with_name(patched.name + ".partial")
-        with open(unpacked, "rb") as plain, gzip.GzipFile(partial, "wb", compresslevel=1, mtime=0) as packed:
-            shutil.copyfileobj(plain, packed)
-        partial.rename(patched)
-    return patched, hashlib.sha256(patched.read_bytes()).hexdigest()
-
-
 def worker_process(node):
     """The worker's process id and the build its settings name (what it was started with: its program is reached
     through `current`, and /proc/PID/exe is not readable without CAP_SYS_PTRACE in these containers)."""
@@ -483,7 +502,7 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     master = RUNNER.get_hosts("llama_master")[0]
     node = worker(name)
     archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
-    other_archive, other_sha256 = patched_archive(tmp_path)
+    other_archive, other_sha256 = llama_cpp.patched_archive(tmp_path)
     # The build and the worker roles on that worker, as deploy.yml runs them (the master's facts are its firewall's).
     play = tmp_path / "worker.yml"
     play.write_text(yaml.safe_dump([{"name": "Master facts", "hosts": "llama_master", "gather_facts": True},

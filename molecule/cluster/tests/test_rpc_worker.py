@@ -5,6 +5,7 @@ import os
 import re
 import time
 
+import pytest
 import testinfra
 import testinfra.utils.ansible_runner
 
@@ -92,10 +93,13 @@ def test_killed_worker_is_back_within_5_seconds(host):
     assert "status=9/KILL" in journal and "Scheduled restart job" in journal
 
 
-def test_systemd_security_exposure(host):
-    out = host.check_output(f"systemd-analyze security {UNIT} --no-pager")
+@pytest.mark.parametrize("unit", [UNIT, "llama-rpc-worker-cache-guard@main.service"])
+def test_systemd_security_exposure(host, unit):
+    """The worker, and its cache guard (which reads and prunes what the worker writes), run and are sandboxed."""
+    assert host.service(unit).is_running
+    out = host.check_output(f"systemd-analyze security {unit} --no-pager")
     exposure = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", out).group(1))
-    print(f"{host.backend.get_hostname()}: systemd-analyze security exposure {exposure}")
+    print(f"{host.backend.get_hostname()}: {unit}: systemd-analyze security exposure {exposure}")
     assert exposure <= 2.0
 
 
