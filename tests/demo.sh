@@ -94,9 +94,16 @@ make bench-first-load ({sys.argv[1]}):
 """)
 PY
     ;;
+  faults)
+    # make bench-faults: every fault of issue 15 under load on the local cluster, then an upgrade and back (figures)
+    docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
+    export PYTHONPATH="$ANSIBLE_COLLECTIONS_PATH${PYTHONPATH:+:$PYTHONPATH}"
+    shift
+    python -u -m tests.bench.faults "$demo_dir" "$@" | tee "$demo_dir/faults.log"
+    ;;
   down)
     python -m tests.tools.demo down
     say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: tests/demo.sh up|bench|first-load|down" ;;
+  *) die "usage: tests/demo.sh up|bench|first-load|faults|down" ;;
 esac

@@ -5,7 +5,11 @@ The source is the pinned archive from tests/bed/env.sh; builds and the compiler 
 LLAMA_RPC_BUILD_CACHE, so a re-run compiles nothing that did not change.
 """
 
+import gzip
+import hashlib
+import io
 import os
+import shutil
 import socket
 import subprocess
 import tarfile
@@ -110,3 +114,25 @@ def wait_for_port(port, process, timeout=60):
         except OSError:
             time.sleep(0.2)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def patched_archive(work_dir):
+    """The test archive with one file added (LOCAL-PATCH in the llama.cpp tree): the same release and commit, other
+    content. Written the same way every time (fixed times and owners), so its sha256 is the same in every run, and kept
+    beside the test archive: its build is compiled once on a machine and comes from the controller's cache after."""
+    archive = Path(os.environ["LLAMA_RPC_TEST_ARCHIVE"])
+    patched = archive.with_name(archive.name.replace(".tar.gz", "-local-patch.tar.gz"))
+    if not patched.exists():
+        unpacked = work_dir / "patched.tar"
+        with gzip.open(archive) as source, open(unpacked, "wb") as plain:
+            shutil.copyfileobj(source, plain)
+        content = b"a local change\n"
+        member = tarfile.TarInfo(f"{os.environ['LLAMA_RPC_TEST_ARCHIVE_SUBDIR']}/LOCAL-PATCH")
+        member.size, member.mtime, member.mode = len(content), 0, 0o644
+        with tarfile.open(unpacked, "a") as tar:
+            tar.addfile(member, io.BytesIO(content))
+        partial = patched.with_name(patched.name + ".partial")
+        with open(unpacked, "rb") as plain, gzip.GzipFile(partial, "wb", compresslevel=1, mtime=0) as packed:
+            shutil.copyfileobj(plain, packed)
+        partial.rename(patched)
+    return patched, hashlib.sha256(patched.read_bytes()).hexdigest()
