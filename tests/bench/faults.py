@@ -93,9 +93,8 @@ class Cluster:
         if run.returncode:
             raise RuntimeError(f"site.yml failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}")
         recap = run.stdout[run.stdout.rindex("PLAY RECAP"):]
-        self.changed_tasks = [f"{task}: {host}" for task, body in re.findall(r"^(?:TASK|RUNNING HANDLER) \[(.*?)\] \**\n(.*?)(?=^TASK |^PLAY |^RUNNING HANDLER )",
-                                                                          run.stdout, re.S | re.M)
-                              for host in re.findall(r"^changed: \[([^\]]+)\]", body, re.M)]
+        blocks = re.findall(r"^(?:TASK|RUNNING HANDLER) \[(.*?)\] \**\n(.*?)(?=^TASK |^PLAY |^RUNNING HANDLER )", run.stdout, re.S | re.M)
+        self.changed_tasks = [f"{task}: {host}" for task, body in blocks for host in re.findall(r"^changed: \[([^\]]+)\]", body, re.M)]
         return sum(int(count) for count in re.findall(r"changed=(\d+)", recap)), took, run.stdout
 
     def files(self):
