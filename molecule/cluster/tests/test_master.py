@@ -157,6 +157,7 @@ def test_the_rpc_port_reaches_units_and_firewalls():
 
 CACHE_DIR = "/var/cache/llama-rpc-worker/main/rpc"
 CACHE_TOOL = "/opt/llama.cpp/current/bin/llama-rpc-cache"
+GUARD_UNIT = "llama-rpc-worker-cache-guard@main.service"  # removes cache files whose bytes do not match their names
 MASTER_STATE = "/etc/ansible/facts.d/llama_rpc_master.fact"  # rpc_master's published state (the saved plan)
 
 
@@ -232,25 +233,34 @@ def test_a_load_from_staged_caches_sends_hashes_not_weights(host):
     assert sent <= 0.05 * size
 
 
-def test_a_damaged_cache_is_repaired_by_the_next_deploy(host):
-    """One worker's file truncated, another's altered: the next deploy finds and replaces both (the server was holding
-    the workers, so it restarts), and greedy generation gives the same tokens as before."""
+def test_a_damaged_cache_is_found_by_the_guard_or_the_next_deploy_and_repaired(host):
+    """One worker's file truncated while its cache guard is stopped, another's altered under its guard: the guard
+    removes the altered file within seconds, the next deploy finds the truncated one (bytes against names), and stages
+    both again; greedy generation gives the same tokens as before."""
     before = greedy(host)
     first, second = RUNNER.get_hosts("llama_workers")
     truncated = sorted(cached_files(first))[0]
     altered = sorted(cached_files(second))[0]
-    worker(first).check_output(f"truncate -s 1000 {CACHE_DIR}/{truncated}")
-    worker(second).check_output(f"printf planted | dd of={CACHE_DIR}/{altered} bs=1 seek=4096 conv=notrunc status=none")
-    run = deploy()
+    since = worker(second).check_output("date +%s")
+    worker(first).check_output(f"systemctl stop {GUARD_UNIT}")
+    try:
+        worker(first).check_output(f"truncate -s 1000 {CACHE_DIR}/{truncated}")
+        worker(second).check_output(f"printf planted | dd of={CACHE_DIR}/{altered} bs=1 seek=4096 conv=notrunc status=none")
+        deadline = time.monotonic() + 30
+        while altered in cached_files(second) and time.monotonic() < deadline:
+            time.sleep(1)
+        removed_by_guard = altered not in cached_files(second)
+        journal = worker(second).check_output(f"journalctl -u {GUARD_UNIT} --since @{since} --no-pager -o cat")
+        run = deploy()
+    finally:
+        worker(first).check_output(f"systemctl start {GUARD_UNIT}")
+    assert removed_by_guard and f"Removed the tensor cache file {altered}" in journal, journal[-2000:]
     printed = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Check each worker's cache (bytes against "
                                                  "names, files of other models) and find what it lacks")
-    assert printed.count("changed: [") == 2, printed
+    assert printed.count("changed: [") == 1, printed
     for name, cache_file in ((first, truncated), (second, altered)):
         assert worker(name).check_output(f"{CACHE_TOOL} hash {CACHE_DIR}/{cache_file}").split()[0] == cache_file
     assert greedy(host) == before
-
-
-GUARD_UNIT = "llama-rpc-worker-cache-guard@main.service"
 
 
 def test_a_full_cache_disk_leaves_the_worker_up_and_no_short_file_for_a_load(host):
