@@ -26,23 +26,20 @@ Run through `make bench-faults`.
 """
 
 import argparse
-import http.client
 import json
 import re
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import docker
 
-from tests.tools import containers, demo, llama_cpp
+from tests.tools import containers, demo, fault_injection, llama_cpp
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKER_UNIT = "llama-rpc-worker@main.service"
+WORKER_UNIT = fault_injection.WORKER_UNIT
 SERVER_UNIT = "llama-server.service"
 # What must survive a fault byte for byte (the tensor caches may gain files written whole).
 KEPT = {"master": ["/srv/models", "/etc/llama-rpc", "/opt/llama.cpp", "/etc/systemd/system", "/etc/ansible/facts.d",
@@ -50,7 +47,6 @@ KEPT = {"master": ["/srv/models", "/etc/llama-rpc", "/opt/llama.cpp", "/etc/syst
         "worker": ["/var/cache/llama-rpc-worker", "/etc/llama-rpc-worker", "/opt/llama.cpp", "/etc/systemd/system",
                    "/etc/ansible/facts.d"]}
 CACHE_ROOT = "/var/cache/llama-rpc-worker/"
-FAULT_TABLE = "llama_rpc_fault_bench"
 
 
 class Cluster:
@@ -112,26 +108,10 @@ class Cluster:
         """Until llama-server answers a completion whole (raises after timeout)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if complete(self.url(), self.key, n_predict=4)[0] == "ok":
+            if fault_injection.complete(self.url(), self.key, n_predict=4) == "ok":
                 return
             time.sleep(1)
         raise RuntimeError(f"llama-server does not serve after {timeout} s")
-
-
-def complete(url, key, n_predict=48, stream=True, timeout=180):
-    """One completion; how it ended: ok, closed (a stream cut short), http NNN, or the error's name."""
-    body = json.dumps({"prompt": "The cluster says", "n_predict": n_predict, "stream": stream, "cache_prompt": False})
-    request = urllib.request.Request(url + "/completion", data=body.encode(),
-                                     headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            text = reply.read().replace(b" ", b"")
-    except urllib.error.HTTPError as error:
-        return f"http {error.code}", None
-    except (OSError, http.client.HTTPException) as error:
-        return type(error).__name__, None
-    # a whole streamed answer ends with an event that says "stop": true; a non-streamed one is one such object
-    return ("ok" if b'"stop":true' in text else "closed"), text
 
 
 class Load:
@@ -145,7 +125,7 @@ class Load:
     def client(self):
         while not self.stop.is_set():
             started = time.monotonic()
-            ended = complete(self.url, self.key, self.n_predict, self.stream)[0]
+            ended = fault_injection.complete(self.url, self.key, self.n_predict, self.stream)
             self.requests.append((started, time.monotonic(), ended))
             if ended != "ok":
                 time.sleep(0.5)
@@ -182,21 +162,12 @@ def kill_worker(cluster):
     cluster.sh(cluster.worker_names[-1], f"systemctl kill -s KILL {WORKER_UNIT}")
 
 
-def freeze_worker(cluster):
-    name = cluster.worker_names[-1]
-    cluster.sh(name, f"systemctl kill -s STOP {WORKER_UNIT}")
-    return lambda: cluster.sh(name, f"systemctl kill -s CONT {WORKER_UNIT}")
-
-
-def drop_path(cluster):
-    """The path between the master and the second worker drops every packet, both ways (a table of the bench's own)."""
-    name, master = cluster.worker_names[-1], cluster.address(cluster.master_name)
-    table = f"inet {FAULT_TABLE}"
-    cluster.sh(name, f"nft add table {table}")
-    for chain, match in (("input", "saddr"), ("output", "daddr")):
-        cluster.sh(name, f"nft add chain {table} {chain} '{{ type filter hook {chain} priority -50; }}'")
-        cluster.sh(name, f"nft add rule {table} {chain} ip {match} {master} drop")
-    return lambda: cluster.sh(name, f"nft delete table {table}")
+def on_second_worker(fault):
+    """A fault of tests/tools/fault_injection.py, injected on the second worker (given the master's address)."""
+    def inject(cluster):
+        name = cluster.worker_names[-1]
+        return fault(lambda command: cluster.sh(name, command), cluster.address(cluster.master_name))
+    return inject
 
 
 def reboot(cluster, name):
@@ -221,8 +192,8 @@ def kill_server(cluster):
 # name: (inject, held for --hold seconds before it is ended)
 FAULTS = {
     "worker killed": (kill_worker, False),
-    "worker frozen": (freeze_worker, True),
-    "path dropping every packet": (drop_path, True),
+    "worker frozen": (on_second_worker(fault_injection.freeze), True),
+    "path dropping every packet": (on_second_worker(fault_injection.drop_every_packet), True),
     "worker host rebooted": (reboot_worker, False),
     "master host rebooted": (reboot_master, False),
     "llama-server killed": (kill_server, False),

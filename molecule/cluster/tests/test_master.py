@@ -5,7 +5,6 @@ fetched from S3 (moto) through a URL the controller signs."""
 
 import glob
 import hashlib
-import http.client
 import json
 import os
 import socket
@@ -13,8 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,7 +25,7 @@ from tests.tools import collection, containers, tiny_model  # noqa: E402  pylint
 
 collection.importable()
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, tensor_cache  # noqa: E402  pylint: disable=wrong-import-position
-from tests.tools import llama_cpp  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools import fault_injection, llama_cpp  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -363,47 +360,18 @@ def test_server_recovers_after_a_worker_dies(host):
 def stream_completions(url, stop, until, results):
     """One client: streamed completions one after another until told to stop or `until` (monotonic); each request's
     start, its wait (to its last byte, its error or its closed stream) and how it ended go to results."""
-    body = json.dumps({"prompt": "Once upon a time", "n_predict": 48, "stream": True, "cache_prompt": False}).encode()
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + KEY}
     while not stop.is_set() and time.monotonic() < until:
         started = time.monotonic()
-        try:
-            request = urllib.request.Request(url + "/completion", data=body, headers=headers)
-            # 120 s: far above the bound asserted, so a hang shows as a wait, not as a stuck test
-            with urllib.request.urlopen(request, timeout=120) as reply:
-                # the last event of a whole answer says "stop": true; a stream cut short does not
-                ended = "ok" if b'"stop":true' in reply.read().replace(b" ", b"") else "closed"
-        except urllib.error.HTTPError as error:
-            ended = f"http {error.code}"
-        except (OSError, http.client.HTTPException) as error:
-            ended = type(error).__name__
+        ended = fault_injection.complete(url, KEY)
         results.append((started, time.monotonic() - started, ended))
         if ended != "ok":
             time.sleep(0.5)
 
 
-FAULT_TABLE = "llama_rpc_fault_test"
-
-
-def freeze(node, _master_address):
-    node.check_output(f"systemctl kill -s STOP {WORKER_UNIT}")
-    return lambda: node.check_output(f"systemctl kill -s CONT {WORKER_UNIT}")
-
-
-def drop_every_packet(node, master_address):
-    """The path between the master and this worker drops every packet, both ways (a table of the test's own)."""
-    table = f"inet {FAULT_TABLE}"
-    node.check_output(f"nft add table {table}")
-    for chain, match in (("input", "saddr"), ("output", "daddr")):
-        node.check_output(f"nft add chain {table} {chain} '{{ type filter hook {chain} priority -50; }}'")
-        node.check_output(f"nft add rule {table} {chain} ip {match} {master_address} drop")
-    return lambda: node.check_output(f"nft delete table {table}")
-
-
 # Each fault holds for FAULT_SECONDS under three streaming clients. The bound on a request's wait once the fault has
 # begun is the watchdog's (molecule.yml: interval 2 s, timeout 5 s) plus llama-server's TimeoutStopSec (5 s), and 5 s
 # of slack.
-FAULTS = {"worker frozen": freeze, "path dropping every packet": drop_every_packet}
+FAULTS = {"worker frozen": fault_injection.freeze, "path dropping every packet": fault_injection.drop_every_packet}
 FAULT_SECONDS, WAIT_BOUND, BACK_WITHIN = 12, 2 + 5 + 5 + 5, 60
 
 
@@ -420,7 +388,7 @@ def test_a_stalled_worker_never_hangs_a_client_and_the_cluster_comes_back(host, 
     for client in clients:
         client.start()
     time.sleep(max(0.0, fault_at - time.monotonic()))
-    end_fault = FAULTS[fault](second, host.interface.default().addresses[0])
+    end_fault = FAULTS[fault](second.check_output, host.interface.default().addresses[0])
     try:
         time.sleep(FAULT_SECONDS)
     finally:
