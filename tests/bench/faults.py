@@ -14,8 +14,9 @@ made after the fault's end is answered whole. Per fault it prints:
   sha256 of each before and after: must be 0), and files added (only cache files written whole may be);
 - what a re-run of site.yml then changes (must be 0) and how long it took.
 
-Then the upgrade: site.yml with a second llama.cpp pin (the same release with one file added: another build) while a
-client asks for short completions back to back, and site.yml with the first pin again. For each: the longest stretch
+Then the upgrade: deploy.yml with a second llama.cpp pin (the same release with one file added: another build) while
+a client asks for short completions back to back, and deploy.yml with the first pin again (the output of each goes to
+DEMO_DIR/bench/upgrade-*.log), then site.yml once more. For each: the longest stretch
 without an answer (the serving gap), the failed requests, llama-server's starts, whether it compiled, and the build
 every node runs after it. It asserts only what it needs to go on (the cluster serves again); the figures are printed
 and written as JSON.
@@ -41,6 +42,7 @@ from tests.tools import containers, demo, fault_injection, llama_cpp
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_UNIT = fault_injection.WORKER_UNIT
 SERVER_UNIT = "llama-server.service"
+UPGRADE_PLAYBOOK = "deploy.yml"  # how a pin is changed on a serving cluster
 # What must survive a fault byte for byte (the tensor caches may gain files written whole).
 KEPT = {"master": ["/srv/models", "/etc/llama-rpc", "/opt/llama.cpp", "/etc/systemd/system", "/etc/ansible/facts.d",
                    "/usr/local/lib/llama-server-watchdog.py"],
@@ -76,10 +78,10 @@ class Cluster:
     def url(self):
         return self.sh(self.master_name, '. /etc/llama-rpc/server.env; echo "http://$LLAMA_ARG_HOST:$LLAMA_ARG_PORT"')
 
-    def site(self, *extra_vars):
-        """Runs site.yml; returns (changed tasks summed over the hosts, seconds, output); the changed tasks are in
-        self.changed_tasks."""
-        command = ["ansible-playbook", "-i", "inventories/local", "playbooks/site.yml",
+    def site(self, *extra_vars, playbook="site.yml"):
+        """Runs site.yml (or another playbook); returns (changed tasks summed over the hosts, seconds, output); the
+        changed tasks are in self.changed_tasks."""
+        command = ["ansible-playbook", "-i", "inventories/local", f"playbooks/{playbook}",
                    "-e", f"@{self.demo_dir / 'secret-vars.json'}", "-e", f"rpc_master_infer_results_dir={self.demo_dir / 'results'}"]
         for extra in extra_vars:
             command += ["-e", json.dumps(extra)]
@@ -87,7 +89,7 @@ class Cluster:
         run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
         took = time.monotonic() - started
         if run.returncode:
-            raise RuntimeError(f"site.yml failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}")
+            raise RuntimeError(f"{playbook} failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}")
         recap = run.stdout[run.stdout.rindex("PLAY RECAP"):]
         blocks = re.findall(r"^(?:TASK|RUNNING HANDLER) \[(.*?)\] \**\n(.*?)(?=^TASK |^PLAY |^RUNNING HANDLER )", run.stdout, re.S | re.M)
         self.changed_tasks = [f"{task}: {host}" for task, body in blocks for host in re.findall(r"^changed: \[([^\]]+)\]", body, re.M)]
@@ -248,18 +250,22 @@ def server_starts(cluster, since_epoch):
 
 
 def run_upgrade(cluster, label, *extra_vars):
-    """site.yml with extra_vars while one client asks for short completions back to back."""
+    """deploy.yml with extra_vars while one client asks for short completions back to back. deploy.yml, not site.yml:
+    site.yml also runs its one-shot inference, which pauses llama-server once more (the workers serve one client)."""
     cluster.serving()
     since_epoch = time.time()
     with Load(cluster.url(), cluster.key, clients=1, n_predict=8, stream=False) as load:
         time.sleep(3)
         started = time.monotonic()
-        _changed, took, output = cluster.site(*extra_vars)
+        _changed, took, output = cluster.site(*extra_vars, playbook=UPGRADE_PLAYBOOK)
+        log = cluster.demo_dir / "bench" / f"upgrade-{label.replace(' ', '-')}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(output)
         ended = time.monotonic()
         back_at = load.served_again(ended, timeout=300)
         gap = load.longest_gap(started, back_at or ended)
     during = [request for request in load.requests if started <= request[1] and request[0] <= (back_at or ended)]
-    row = {"upgrade": label, "site_s": round(took), "longest_gap_s": round(gap, 1),
+    row = {"upgrade": label, "playbook": UPGRADE_PLAYBOOK, "playbook_s": round(took), "longest_gap_s": round(gap, 1),
            "requests": len(during), "requests_failed": sum(1 for _s, _e, ended_as in during if ended_as != "ok"),
            "server_starts": server_starts(cluster, since_epoch),
            "compiled": "/compile.yml" in output, "received_build": "/distribute.yml" in output,

@@ -475,7 +475,8 @@ def current_build(node):
 def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(host, tmp_path):
     """A worker built from another archive of the same release (one file added): same labels, other content. The
     rpc_worker role restarts the worker on the build that is current (it ran the old one before), and setting the old
-    pin back switches back to the kept build without compiling or receiving it."""
+    pin back (deploy.yml on the whole cluster) switches back to the kept build without compiling or receiving it, with
+    llama-server stopped before the worker restarts and started once after it."""
     name = RUNNER.get_hosts("llama_workers")[1]
     master = RUNNER.get_hosts("llama_master")[0]
     node = worker(name)
@@ -502,7 +503,10 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
         other_build_id = current_build(node)
         after_switch = worker_process(node)
     finally:
-        back = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
+        since = host.check_output("date +%s")
+        restarts = host.check_output("systemctl show -p NRestarts --value llama-server")
+        back = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "deploy.yml")],
+                              capture_output=True, text=True, timeout=1800, check=False)
     assert other.returncode == 0, other.stdout[-3000:]
     assert back.returncode == 0, back.stdout[-3000:]
     # Both sources are named; the labels (release b11312, the same commit) are the same and do not hide it.
@@ -516,6 +520,14 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     assert back_again[0] != after_switch[0] and back_again[1] == first_build == current_build(node), (after_switch, back_again)
     for step in ("compile.yml", "distribute.yml"):
         assert f"/{step}" not in back.stdout, f"setting the old pin back ran {step}:\n{back.stdout[-3000:]}"
+    # Not left to fail on the restarted worker and be started again by systemd (once per worker, on a mix of builds).
+    stopped = containers.task_output(back.stdout, "graviton.llama_rpc.rpc_master : Stop llama-server while the nodes "
+                                                  "switch build (it starts once, on the new build, after the workers)")
+    journal = host.check_output(f"journalctl -u llama-server --since @{since} --no-pager -o cat")
+    starts = [line for line in journal.splitlines() if line.startswith("Started ")]
+    assert f"changed: [{master}]" in stopped, stopped
+    assert len(starts) == 1, journal[-3000:]
+    assert host.check_output("systemctl show -p NRestarts --value llama-server") == restarts, journal[-3000:]
     print(f"mixed builds: worker {name} restarted on {other_build_id} and back on {first_build}, without a compile")
     wait_until_serving(host)
 
