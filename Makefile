@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help test lint sanity units molecule images venv demo demo-clean bench build docs bench-build bench-faults bench-first-load bench-load bench-master constraints clean
+.PHONY: help test lint sanity units lowest molecule images venv demo demo-clean bench build docs bench-build bench-faults bench-first-load bench-load bench-master constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ sanity: ## ansible-test sanity only
 
 units: ## pytest unit tests only
 	@$(MAKE) --no-print-directory test STAGES=units
+
+lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requires_ansible admits (2.17)
+	@$(MAKE) --no-print-directory test STAGES=lowest
 
 molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose)
 	@$(MAKE) --no-print-directory test STAGES=molecule
@@ -63,7 +66,7 @@ bench: ## Benchmark the local cluster (make demo's; brought up if needed): repor
 demo-clean: ## Remove what make demo brought up
 	@bash tests/demo.sh down
 
-constraints: ## Re-freeze requirements/constraints.txt after changing a pin
+constraints: ## Re-freeze requirements/constraints*.txt after changing a pin
 	@bash tests/bed/constraints.sh
 
 clean: ## Remove this checkout's Molecule state and built tarballs (caches are kept)

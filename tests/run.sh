@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: prepares the test bed (host packages, dockerd, venv, base images), then runs every
 # check: ansible-lint, ansible-test sanity, the collection build/install, the pytest unit and
-# integration tests, and every Molecule scenario. A failed check does not stop the others; any failure makes the exit
+# integration tests, and every Molecule scenario, on the newest ansible; then lint, sanity and the unit tests again
+# on the lowest ansible-core that requires_ansible admits (stage "lowest"). A failed check does not stop the others; any failure makes the exit
 # non-zero. The last line is the summary.
 #   make test STAGES="lint units"       run only some checks
 #   make test SCENARIOS="cluster"       run only some Molecule scenarios
@@ -16,7 +17,6 @@ VENV=$(bash tests/bed/venv.sh) || exit 1
 bash tests/bed/images.sh || exit 1
 . tests/bed/env.sh
 bash tests/bed/sources.sh || exit 1
-bash tests/bed/newest_amazon_aws.sh || exit 1
 
 detect_privileged
 
@@ -64,8 +64,9 @@ scenarios=()
 if wanted molecule; then
   read -r -a scenarios <<<"${SCENARIOS:-$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -rn1 basename | sort | xargs)}"
 fi
-# A scenario that starts no containers (aws_infra: moto on loopback) runs beside the integration tests, which leave
-# a core idle while they wait on containers.
+# A scenario that starts no containers (aws_infra: moto on loopback), and the checks on the lowest ansible-core, run
+# beside the integration tests, which leave a core idle while they wait on containers.
+wanted lowest && wanted integration && start_beside lowest bash tests/bed/lowest.sh
 sequential=()
 for scenario in "${scenarios[@]}"; do
   if [ "$scenario" = aws_infra ] && wanted integration; then
@@ -78,6 +79,7 @@ done
 # under qemu-user) and the roles' bad-input checks.
 wanted integration && run_stage integration python -m pytest -q -rs -s --durations=12 tests/integration
 finish_beside
+wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh
 for scenario in "${sequential[@]}"; do
   run_stage "molecule:$scenario" molecule test -s "$scenario"
 done

@@ -39,11 +39,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from jinja2.runtime import Undefined
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import describe
 
 
 def ip_parse(value):
+    if isinstance(value, Undefined):  # ansible-core 2.17 and 2.18 pass a missing variable in: Ansible names it
+        return value
     if not isinstance(value, str):
         raise AnsibleFilterError("ip_parse expects an IP address or network as a string, got %r" % (value,))
     try:

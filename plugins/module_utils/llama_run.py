@@ -7,20 +7,25 @@ and a failure that shows the end of the program's log."""
 from __future__ import annotations
 
 import os
-import subprocess
+
+# Exit codes of coreutils timeout: the limit was reached (TERM sent), or the program outlived TERM by
+# KILL_AFTER seconds and was killed.
+TIMED_OUT = (124, 137)
+KILL_AFTER = 10
 
 
 def run(module, command, timeout, **details):
     """Run command; fail the module (with details) on a timeout or a non-zero exit. Returns
     (stdout as bytes, stderr decoded; bytes that are not UTF-8 are replaced)."""
     name = os.path.basename(command[0])
-    try:
-        completed = subprocess.run(command, env=dict(os.environ, GGML_NO_BACKTRACE="1"), capture_output=True,
-                                   timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
+    # run_command has no time limit of its own: coreutils timeout (on every Linux host) gives it one.
+    # expand_user_and_vars=False: a prompt's '$' or '~' is text, not a variable.
+    rc, stdout, stderr = module.run_command(["timeout", "--kill-after=%d" % KILL_AFTER, str(int(timeout))] + list(command),
+                                            environ_update={"GGML_NO_BACKTRACE": "1"}, encoding=None,
+                                            expand_user_and_vars=False)
+    log = stderr.decode("utf-8", errors="replace")
+    if rc in TIMED_OUT:
         module.fail_json(msg="%s ran longer than %d s (timeout)" % (name, timeout), command=command, **details)
-    log = completed.stderr.decode("utf-8", errors="replace")
-    if completed.returncode != 0:
-        module.fail_json(msg="%s exited with %d: %s" % (name, completed.returncode, log[-3000:]), rc=completed.returncode,
-                         command=command, **details)
-    return completed.stdout, log
+    if rc != 0:
+        module.fail_json(msg="%s exited with %d: %s" % (name, rc, log[-3000:]), rc=rc, command=command, **details)
+    return stdout, log

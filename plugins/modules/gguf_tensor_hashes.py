@@ -74,7 +74,6 @@ hash_rate:
 
 import json
 import os
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -113,10 +112,10 @@ def main():
     started = time.monotonic()
     if tensors:
         ranges = [str(value) for tensor in tensors for value in (tensor["offset"], tensor["size"])]
-        run = subprocess.run([params["tool"], "hash", params["path"]] + ranges, capture_output=True, text=True, check=False)
-        if run.returncode != 0:
-            module.fail_json(msg="hashing %s failed: %s" % (params["path"], run.stderr.strip() or run.returncode))
-        for tensor, line in zip(tensors, run.stdout.splitlines()):
+        rc, stdout, stderr = module.run_command([params["tool"], "hash", params["path"]] + ranges, expand_user_and_vars=False)
+        if rc != 0:
+            module.fail_json(msg="hashing %s failed: %s" % (params["path"], stderr.strip() or rc))
+        for tensor, line in zip(tensors, stdout.splitlines()):
             tensor["hash"] = line.split()[0]
     seconds = time.monotonic() - started
     hashed = sum(tensor["size"] for tensor in tensors)

@@ -26,9 +26,3 @@ export LLAMA_RPC_TEST_ARCHIVE_SUBDIR=llama_cpp_python-0.3.36/vendor/llama.cpp
 export LLAMA_RPC_TEST_ARCHIVE_COMMIT=0c1e57098
 export LLAMA_RPC_TEST_LLAMA_VERSION=b11312
 
-# The amazon.aws that the newest ansible release bundles (11.4.0 in ansible 14.5.0, which needs Python 3.12): the
-# aws_infra scenario runs on it, everything else on the venv's ansible 12 (amazon.aws 10.x). Pinned by sha256.
-export LLAMA_RPC_NEWEST_ANSIBLE_PIN="ansible==14.5.0"
-export LLAMA_RPC_NEWEST_ANSIBLE_SHA256=245623ccc2d31d0f6f4bdb63168d550cad305fb032cc43d96e8f61ce8ab0ba84
-export LLAMA_RPC_NEWEST_AMAZON_AWS="$LLAMA_RPC_CACHE/collections-ansible-14.5.0"
-export LLAMA_RPC_NEWEST_AMAZON_AWS_VERSION=11.4.0

@@ -9,6 +9,22 @@ export LLAMA_RPC_CACHE REPO_ROOT
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf '\nERROR: %s\n' "$*" >&2; exit 1; }
 
+# find_python 3.X...: prints the first of the given Python versions that runs here and can make a venv: python3.X on
+# PATH, else a pyenv install of it (pyenv's shims answer only for its global version, so its installs are tried by
+# path). Prints nothing and fails when none can.
+find_python() {
+  local version candidate
+  for version in "$@"; do
+    for candidate in "python$version" "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version".*/bin/"python$version"; do
+      if "$candidate" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        command -v "$candidate"
+        return 0
+      fi
+    done
+  done
+  return 1
+}
+
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
 docker_answers() { timeout 10 docker info >/dev/null 2>&1; }

@@ -16,8 +16,9 @@ cache="$HOME/.ansible/test/cache"
 mkdir -p "$cache"
 cp "$REPO_ROOT/tests/bed/get_pip.py" "$cache/get_pip_${pip_version//./_}.py"
 
-# One tree per checkout: two checkouts on one machine (CI beside a branch) must not share it.
-dest="$LLAMA_RPC_CACHE/sanity/$(printf %s "$REPO_ROOT" | sha256sum | cut -c1-12)/ansible_collections/graviton/llama_rpc"
+# One tree per checkout and venv: two checkouts on one machine (CI beside a branch), or the lowest and newest
+# ansible-core, must not share it.
+dest="$LLAMA_RPC_CACHE/sanity/$(printf %s "$REPO_ROOT $(command -v ansible-test)" | sha256sum | cut -c1-12)/ansible_collections/graviton/llama_rpc"
 rm -rf "$dest" && mkdir -p "$dest"
 git -C "$REPO_ROOT" ls-files -z --cached --others --exclude-standard \
   | (cd "$REPO_ROOT" && xargs -0 tar -c --ignore-failed-read 2>/dev/null) | tar -x -C "$dest"

@@ -4,10 +4,12 @@ cancellation. (Its schema and security are checked by check-jsonschema and zizmo
 result check runs against a real inference result in the cluster scenario.)"""
 
 import re
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / "examples" / "github-actions").glob("*.yml"))
@@ -64,3 +66,18 @@ def test_tears_down_after_failure_and_cancellation(workflow):
 def test_secrets_never_reach_a_command_line(workflow):
     for step in steps(workflow):
         assert "secrets." not in step.get("run", ""), f"step {step.get('name')!r}: pass secrets through env:, not run:"
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda path: path.name)
+def test_its_python_runs_the_pinned_ansible_core(workflow):
+    """The Python the pipeline sets up is one the ansible-core of requirements/controller.txt installs on (ansible-core
+    2.20 and later need 3.12): read from that ansible-core's own metadata, in the venv whose pin it is."""
+    pinned = re.search(r"^ansible-core==(\S+)$", (ROOT / "requirements" / "controller.txt").read_text(), re.M).group(1)
+    if metadata.version("ansible-core") != pinned:
+        pytest.skip("this venv has ansible-core %s, not the pinned %s (the lowest venv)" % (metadata.version("ansible-core"), pinned))
+    requires = SpecifierSet(metadata.metadata("ansible-core")["Requires-Python"])
+    versions = [step["with"]["python-version"] for step in steps(workflow) if "setup-python" in step.get("uses", "")]
+    assert versions, "the workflow sets up no Python"
+    for version in versions:
+        assert version + ".0" in requires, "python-version %s is not in ansible-core %s's Requires-Python %s" % (
+            version, pinned, requires)

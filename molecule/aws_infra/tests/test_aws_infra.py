@@ -48,15 +48,6 @@ def playbook(name, extra, *args, env=None):
                           timeout=900, check=False)
 
 
-def test_the_amazon_aws_under_test_is_the_newest_ansible_bundles():
-    """This scenario runs on the amazon.aws of the newest ansible release (molecule.yml puts it first on the
-    collections path): the top of galaxy.yml's range. Ansible takes the first one it finds."""
-    listed = subprocess.run(["ansible-galaxy", "collection", "list", "amazon.aws", "--format", "json"], env=ENV,
-                            capture_output=True, text=True, check=True)
-    found = [collections["amazon.aws"]["version"] for collections in json.loads(listed.stdout).values()]
-    assert found[0] == os.environ["LLAMA_RPC_NEWEST_AMAZON_AWS_VERSION"], found
-
-
 def groups():
     found = ec2().describe_security_groups(Filters=cluster_filter())["SecurityGroups"]
     return {group["GroupName"]: group for group in found}

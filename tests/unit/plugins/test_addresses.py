@@ -4,6 +4,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.graviton.llama_rpc.plugins.filter.address_problems import address_problems
 from ansible_collections.graviton.llama_rpc.plugins.filter.ip_parse import ip_parse
+from jinja2.runtime import Undefined
 
 ADMIN = {"name": "aws_infra_admin_cidr", "kind": "network", "version": 4, "version_reason": "the VPC has IPv4 only"}
 VPC = {"name": "vpc", "value": "10.42.0.0/16", "kind": "network", "prefix": [16, 28], "prefix_reason": "AWS: /16 to /28"}
@@ -116,3 +117,10 @@ def test_ip_parse(value, expected):
 def test_ip_parse_refuses_what_is_no_address(value):
     with pytest.raises(AnsibleFilterError):
         ip_parse(value)
+
+
+def test_ip_parse_leaves_a_missing_variable_to_ansible():
+    """ansible-core 2.17 and 2.18 hand a filter the Undefined of a missing variable: it stays undefined, so Ansible's
+    error names the variable instead of the filter complaining about its type."""
+    missing = Undefined(name="rpc_worker_bind_address")
+    assert ip_parse(missing) is missing
