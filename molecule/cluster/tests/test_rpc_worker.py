@@ -1,8 +1,10 @@
 """The RPC workers: hardened, bound to the private address, reachable from the master only (the other worker is the
 outsider: a peer on the same network), self-healing."""
 
+import json
 import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -112,3 +114,35 @@ def test_a_worker_without_a_package_mirror_deploys_without_apt():
     master = RUNNER.get_host(MASTER)
     assert address(master) in offline.check_output("nft list table inet llama_rpc_worker")
     assert offline.run("cmp /var/log/apt/history.log /root/apt-history-at-prepare.log").rc == 0, "apt installed something"
+
+
+def deploy_workers(*extra):
+    """deploy.yml's worker part (--tags rpc_worker), with extra variables; returns the recap's changed count per host."""
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+               os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "deploy.yml"), "--tags", "rpc_worker"]
+    for variables in extra:
+        command += ["-e", json.dumps(variables)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    return {name: int(changed) for name, changed in re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", run.stdout, re.M)}
+
+
+# Last in this file: turning the watchdog off changes the workers' unit (one Wants= fewer), so they restart.
+def test_a_watchdog_turned_off_is_stopped_and_removed_and_turned_on_comes_back():
+    """rpc_worker_watchdog_enabled=false stops the watchdog beside each worker and removes its unit and script, and a
+    second run changes nothing (the unit is gone: nothing left to stop); turned on again, it runs beside the worker."""
+    watchdog, unit_file = "llama-rpc-worker-watchdog@main.service", "/etc/systemd/system/llama-rpc-worker-watchdog@.service"
+    script = "/usr/local/lib/llama-rpc-worker-watchdog.py"
+    off = {"rpc_worker_watchdog_enabled": False}
+    deploy_workers(off)
+    for name in WORKERS:
+        worker = RUNNER.get_host(name)
+        assert not worker.service(watchdog).is_running, name
+        assert not worker.file(unit_file).exists and not worker.file(script).exists, name
+        assert worker.service(UNIT).is_running, name
+    again = deploy_workers(off)
+    assert all(again[name] == 0 for name in WORKERS), again
+    deploy_workers()
+    for name in WORKERS:
+        worker = RUNNER.get_host(name)
+        assert worker.service(watchdog).is_running and worker.file(unit_file).exists, name
