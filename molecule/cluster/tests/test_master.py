@@ -18,6 +18,7 @@ import pytest
 import testinfra
 import testinfra.utils.ansible_runner
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
@@ -49,6 +50,20 @@ except urllib.error.HTTPError as error:
     print(error.code, error.read().decode("utf-8", "replace"))
 except Exception as error:
     print(0, repr(error))
+"""
+
+
+# Runs on the master: GET /metrics, print the status, then the body.
+METRICS = """
+import sys, urllib.request, urllib.error
+url, key = sys.argv[1], sys.argv[2]
+request = urllib.request.Request(url + "/metrics", headers={"Authorization": "Bearer " + key} if key else {})
+try:
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        print(reply.status)
+        print(reply.read().decode())
+except urllib.error.HTTPError as error:
+    print(error.code)
 """
 
 
@@ -326,6 +341,29 @@ def test_server_requires_the_key(host):
     assert status == 200 and json.loads(body)["content"] is not None
     assert complete(host, key="")[0] == 401
     assert complete(host, key="wrong-key")[0] == 401
+
+
+def scrape(host, key=KEY):
+    """llama-server's /metrics as Prometheus reads it: status, and each sample's value by name (Prometheus's own Python
+    parser, so the README's scrape configuration gets what this test sees)."""
+    status, _sep, body = host.check_output(f"python3 -c '{METRICS}' {server_url(host)} '{key}'").partition("\n")
+    samples = {sample.name: sample.value for family in text_string_to_metric_families(body) for sample in family.samples}
+    return int(status), samples
+
+
+def test_prometheus_scrapes_the_server_with_the_key(host):
+    """/metrics is in Prometheus's text format, behind the API key like every other endpoint, and its counters move with
+    each completion (README, Monitoring)."""
+    assert scrape(host, key="")[0] == 401
+    status, before = scrape(host)
+    assert status == 200
+    wanted = {"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total", "llamacpp:n_decode_total",
+              "llamacpp:requests_processing"}
+    assert wanted <= before.keys(), sorted(before)
+    assert complete(host)[0] == 200
+    after = scrape(host)[1]
+    assert after["llamacpp:tokens_predicted_total"] > before["llamacpp:tokens_predicted_total"], (before, after)
+    assert after["llamacpp:n_decode_total"] > before["llamacpp:n_decode_total"], (before, after)
 
 
 def test_server_is_private_hardened_and_keeps_the_key_secret(host):
