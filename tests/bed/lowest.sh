@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$REPO_ROOT"
 VENV=$(bash tests/bed/venv.sh lowest)
 . tests/bed/env.sh
-say "on $(ansible --version | head -n1), $(python --version)"
+say "on ansible-core $(python -c "from ansible.release import __version__; print(__version__)"), $(python --version)"
 failed=()
 ansible-lint || failed+=(ansible-lint)
 bash tests/bed/sanity.sh || failed+=(sanity)
