@@ -43,7 +43,7 @@ docs: ## Rewrite the variable tables in the role READMEs from meta/argument_spec
 	@$(IN_BED) python -m tests.tools.role_docs
 
 bench-first-load: ## Benchmark the first load on the local cluster: cold vs staged vs warm, each split into its parts
-	@bash tests/demo.sh first-load
+	@bash demo/demo.sh first-load
 
 bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts vs 1, re-run vs first run
 	@bash tests/bench/run.sh tests.bench.build_once
@@ -55,16 +55,16 @@ bench-master: ## Benchmark rpc_master: deployed vs by-hand tokens/s, load time -
 	@bash tests/bench/run.sh tests.bench.master
 
 bench-faults: ## Faults under load on the local cluster (killed, frozen, cut off, rebooted), then an upgrade and back: a table
-	@bash tests/demo.sh faults
+	@bash demo/demo.sh faults
 
 demo: ## Bring up the local cluster (master + 2 workers in containers, demo model, inference, llama-server)
-	@bash tests/demo.sh up
+	@bash demo/demo.sh up
 
 bench: ## Benchmark the local cluster (make demo's; brought up if needed): report, chart, comparison with the last run
-	@bash tests/demo.sh bench
+	@bash demo/demo.sh bench
 
 demo-clean: ## Remove what make demo brought up
-	@bash tests/demo.sh down
+	@bash demo/demo.sh down
 
 constraints: ## Re-freeze requirements/constraints*.txt after changing a pin
 	@bash tests/bed/constraints.sh

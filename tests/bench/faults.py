@@ -37,7 +37,8 @@ from pathlib import Path
 
 import docker
 
-from tests.tools import containers, demo, fault_injection, llama_cpp
+from demo import cluster as demo
+from tests.tools import containers, fault_injection, llama_cpp
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_UNIT = fault_injection.WORKER_UNIT

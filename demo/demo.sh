@@ -4,7 +4,7 @@
 # noise), llama.cpp built from the offline source, site.yml: deploy, one-shot inference, llama-server.
 # A re-run reuses the containers, the build and the model.
 set -euo pipefail
-. "$(dirname "$0")/bed/lib.sh"
+. "$(dirname "$0")/../tests/bed/lib.sh"
 cd "$REPO_ROOT"
 bash tests/bed/host.sh
 VENV=$(bash tests/bed/venv.sh)
@@ -22,7 +22,7 @@ demo_up() {
     bash tests/bed/sources.sh
     detect_privileged
     mkdir -p "$demo_dir/results"
-    python -m tests.tools.demo up "$demo_dir"
+    python -m demo.cluster up "$demo_dir"
     key_file="$demo_dir/api-key"
     [ -s "$key_file" ] || (umask 077; python -c 'import secrets; print(secrets.token_urlsafe(24))' >"$key_file")
     started=$(date +%s)
@@ -70,7 +70,7 @@ case "${1:-up}" in
     # tensors over 10 MiB; bench.yml's loads cold, staged and warm; then the demo model is deployed again.
     docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
     mkdir -p "$demo_dir/bench"
-    model=$(python -m tests.tools.demo first-load-model "$demo_dir" | tail -1)
+    model=$(python -m demo.cluster first-load-model "$demo_dir" | tail -1)
     vars_file="$demo_dir/secret-vars.json"
     restore() { ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" >"$demo_dir/first-load-restore.log"; }
     trap restore EXIT
@@ -102,8 +102,8 @@ PY
     python -u -m tests.bench.faults "$demo_dir" "$@" | tee "$demo_dir/faults.log"
     ;;
   down)
-    python -m tests.tools.demo down
+    python -m demo.cluster down
     say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: tests/demo.sh up|bench|first-load|faults|down" ;;
+  *) die "usage: demo/demo.sh up|bench|first-load|faults|down" ;;
 esac

@@ -1,9 +1,9 @@
 """The local cluster of make demo: start (or find) a master and two workers, put the demo model on the
 master. Names and groups match inventories/local/hosts.yml.
 
-    python -m tests.tools.demo up MODEL_DIR
-    python -m tests.tools.demo first-load-model MODEL_DIR   (prints the model's path on the master)
-    python -m tests.tools.demo down
+    python -m demo.cluster up MODEL_DIR
+    python -m demo.cluster first-load-model MODEL_DIR   (prints the model's path on the master)
+    python -m demo.cluster down
 """
 
 import hashlib
@@ -16,7 +16,7 @@ import yaml
 
 from tests.tools import containers, tiny_model
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 NETWORK = "llama-demo"
 IMAGE = {"llama-demo-master": "llama-rpc-testbed:bookworm", "llama-demo-worker-1": "llama-rpc-testbed:bookworm",
          "llama-demo-worker-2": "llama-rpc-testbed:trixie"}
