@@ -17,7 +17,7 @@ from tests.tools import llama_cpp, tiny_model
 from tests.tools.collection import start_module
 from tests.unit.plugins.module_runner import run_module
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 TOOL_SOURCE = ROOT / "roles" / "llama_build" / "files" / "llama-rpc-cache.c"
 OWNER = __import__("pwd").getpwuid(os.getuid()).pw_name
 

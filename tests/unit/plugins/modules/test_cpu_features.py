@@ -12,9 +12,9 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features im
 )
 from ansible_collections.graviton.llama_rpc.plugins.modules import cpu_features as module
 
-from .module_runner import run_module
+from tests.unit.plugins.module_runner import run_module
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "cpuinfo"
+DATA = Path(__file__).resolve().parents[2] / "data" / "cpuinfo"
 EC2 = "Amazon EC2\n"
 
 
@@ -185,7 +185,7 @@ def test_role_readme_table_matches_the_tiers():
     """The flag table in roles/llama_build/README.md is what the code does, row by row."""
     from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import ARM_TIERS, arm_arch_features
 
-    readme = (Path(__file__).resolve().parents[3] / "roles" / "llama_build" / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[4] / "roles" / "llama_build" / "README.md").read_text()
     rows = [line.split("|")[1:-1] for line in readme.splitlines() if line.startswith("| ") and "`arm" in line]
     assert [row[1].strip().strip("`") for row in rows] == [tier[0] for tier in ARM_TIERS]
     below = set()

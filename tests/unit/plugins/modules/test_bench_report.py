@@ -10,7 +10,7 @@ from ansible_collections.graviton.llama_rpc.plugins.modules import bench_report 
 from tests.unit.plugins.module_runner import run_module
 
 # Real llama-bench -o json output (b11312), captured from the test cluster's master.
-SAMPLE = (Path(__file__).resolve().parents[1] / "data" / "llama-bench.json").read_text()
+SAMPLE = (Path(__file__).resolve().parents[2] / "data" / "llama-bench.json").read_text()
 
 
 def results(pp_one=100.0, tg_one=10.0, pp_two=180.0, tg_two=17.0, cold=2000.0, warm=500.0):

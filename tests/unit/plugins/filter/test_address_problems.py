@@ -1,12 +1,13 @@
-"""Address and network inputs are parsed (ipaddress), and each refusal names the variable and the fix."""
+"""The address_problems filter: address and network inputs are parsed (ipaddress), and each refusal names the
+variable and the fix."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.graviton.llama_rpc.plugins.filter.address_problems import address_problems
-from ansible_collections.graviton.llama_rpc.plugins.filter.ip_parse import ip_parse
-from jinja2.runtime import Undefined
+
 
 ADMIN = {"name": "aws_infra_admin_cidr", "kind": "network", "version": 4, "version_reason": "the VPC has IPv4 only"}
+
 VPC = {"name": "vpc", "value": "10.42.0.0/16", "kind": "network", "prefix": [16, 28], "prefix_reason": "AWS: /16 to /28"}
 
 
@@ -94,33 +95,3 @@ def test_a_spec_of_an_unknown_kind_is_a_programming_error():
         address_problems([{"name": "x", "kind": "hostname", "value": "a"}])
     with pytest.raises(AnsibleFilterError, match="expects a list of dicts"):
         address_problems("10.0.0.1")
-
-
-@pytest.mark.parametrize("value, expected", [
-    ("10.0.0.5", {"text": "10.0.0.5", "version": 4, "network": False, "unspecified": False, "loopback": False,
-                  "url_host": "10.0.0.5"}),
-    ("fd00::0005", {"text": "fd00::5", "version": 6, "network": False, "unspecified": False, "loopback": False,
-                    "url_host": "[fd00::5]"}),
-    ("0.0.0.0", {"text": "0.0.0.0", "version": 4, "network": False, "unspecified": True, "loopback": False,
-                 "url_host": "0.0.0.0"}),
-    ("::1", {"text": "::1", "version": 6, "network": False, "unspecified": False, "loopback": True, "url_host": "[::1]"}),
-    ("10.1.0.0/16", {"text": "10.1.0.0/16", "version": 4, "network": True, "unspecified": False, "loopback": False,
-                     "url_host": "10.1.0.0/16"}),
-    ("10.1.0.9/32", {"text": "10.1.0.9/32", "version": 4, "network": False, "unspecified": False, "loopback": False,
-                     "url_host": "10.1.0.9/32"}),
-])
-def test_ip_parse(value, expected):
-    assert ip_parse(value) == expected
-
-
-@pytest.mark.parametrize("value", ["10.0.0.5/8", "example.org", 5, ""])
-def test_ip_parse_refuses_what_is_no_address(value):
-    with pytest.raises(AnsibleFilterError):
-        ip_parse(value)
-
-
-def test_ip_parse_leaves_a_missing_variable_to_ansible():
-    """ansible-core 2.17 and 2.18 hand a filter the Undefined of a missing variable: it stays undefined, so Ansible's
-    error names the variable instead of the filter complaining about its type."""
-    missing = Undefined(name="rpc_worker_bind_address")
-    assert ip_parse(missing) is missing
