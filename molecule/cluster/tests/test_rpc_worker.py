@@ -1,15 +1,19 @@
 """The RPC workers: hardened, bound to the private address, reachable from the master only (the other worker is the
 outsider: a peer on the same network), self-healing."""
 
-import json
 import os
 import re
-import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(ROOT))
+from tests.tools import containers  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
 WORKERS = RUNNER.get_hosts("llama_workers")
@@ -116,13 +120,10 @@ def test_a_worker_without_a_package_mirror_deploys_without_apt():
     assert offline.run("cmp /var/log/apt/history.log /root/apt-history-at-prepare.log").rc == 0, "apt installed something"
 
 
-def deploy_workers(*extra):
+def deploy_workers(extra_vars=None):
     """deploy.yml's worker part (--tags rpc_worker), with extra variables; returns the recap's changed count per host."""
-    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
-               os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "deploy.yml"), "--tags", "rpc_worker"]
-    for variables in extra:
-        command += ["-e", json.dumps(variables)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    run = containers.run_playbook(os.environ["MOLECULE_INVENTORY_FILE"], ROOT / "playbooks" / "deploy.yml", extra_vars or {},
+                                  timeout=900, tags="rpc_worker")
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     return {name: int(changed) for name, changed in re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", run.stdout, re.M)}
 
