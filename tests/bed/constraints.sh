@@ -18,6 +18,6 @@ freeze() {  # freeze PYTHON REQUIREMENTS CONSTRAINTS [NO-DEPS PACKAGE]
   } >"$REPO_ROOT/requirements/$constraints"
   say "wrote requirements/$constraints ($(grep -vc '^#' "$REPO_ROOT/requirements/$constraints") packages)"
 }
-freeze "$(find_python 3.13 3.12 3.14)" test.txt constraints.txt
+freeze "$(find_python "${TEST_PYTHONS[@]}")" test.txt constraints.txt
 # The lowest venv's collections: the ansible package whose amazon.aws is galaxy.yml's lowest, without its ansible-core.
-freeze "$(find_python 3.11 3.12 3.10)" lowest.txt constraints-lowest.txt ansible==12.3.0
+freeze "$(find_python "${LOWEST_PYTHONS[@]}")" lowest.txt constraints-lowest.txt ansible==12.3.0

@@ -9,6 +9,14 @@ export LLAMA_RPC_CACHE REPO_ROOT
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf '\nERROR: %s\n' "$*" >&2; exit 1; }
 
+# The Pythons each venv may use, in order of preference (tests/bed/venv.sh, tests/bed/constraints.sh): ansible-core
+# 2.21 runs on 3.12 to 3.14 (Debian 13 and Ubuntu 24.04 have one; Debian 12 only through pyenv); ansible-core 2.17 on
+# 3.10 to 3.12 (Debian 12's own python3 is 3.11).
+# shellcheck disable=SC2034  # read by the scripts that source this file
+TEST_PYTHONS=(3.13 3.12 3.14)
+# shellcheck disable=SC2034
+LOWEST_PYTHONS=(3.11 3.12 3.10)
+
 # find_python 3.X...: prints the first of the given Python versions that runs here and can make a venv: python3.X on
 # PATH, else a pyenv install of it (pyenv's shims answer only for its global version, so its installs are tried by
 # path). Prints nothing and fails when none can.

@@ -13,15 +13,13 @@ flavour=${1:-test}
 case "$flavour" in
   test)
     files=("$req/controller.txt" "$req/test.txt" "$req/constraints.txt")
-    # ansible-core 2.21 runs on Python 3.12 to 3.14 (Debian 13 and Ubuntu 24.04 have one; Debian 12 only through pyenv).
-    python=$(find_python 3.13 3.12 3.14) \
-      || die "the newest ansible-core (requirements/controller.txt) needs Python 3.12, 3.13 or 3.14 on the controller; none runs here. Install one (apt-get install python3.13-venv on Debian 13, python3.12-venv on Ubuntu 24.04, or pyenv install 3.13) and run make test again."
+    python=$(find_python "${TEST_PYTHONS[@]}") \
+      || die "the newest ansible-core (requirements/controller.txt) needs one of Python ${TEST_PYTHONS[*]} on the controller; none runs here. Install one (apt-get install python3.13-venv on Debian 13, python3.12-venv on Ubuntu 24.04, or pyenv install 3.13) and run make test again."
     ;;
   lowest)
     files=("$req/lowest.txt" "$req/constraints-lowest.txt")
-    # ansible-core 2.17 runs on Python 3.10 to 3.12; Debian 12's own python3 is 3.11.
-    python=$(find_python 3.11 3.12 3.10) \
-      || die "ansible-core 2.17 (requirements/lowest.txt) needs Python 3.10, 3.11 or 3.12; none runs here. Install python3-venv (Debian 12) or pyenv install 3.11."
+    python=$(find_python "${LOWEST_PYTHONS[@]}") \
+      || die "ansible-core 2.17 (requirements/lowest.txt) needs one of Python ${LOWEST_PYTHONS[*]}; none runs here. Install python3-venv (Debian 12) or pyenv install 3.11."
     ;;
   *) die "venv.sh: unknown venv '$flavour' (test or lowest)" ;;
 esac
