@@ -12,6 +12,8 @@ A result file (JSON) holds:
              load, measured), worker_cache_write_mb_s (measured), staging_ms and staging_bytes (the staging before the
              staged load); breakdown and summary, worked out here from those (load_breakdown)
     network: {raw_tcp_mbit_per_s, path}
+    concurrency: {slots, requests_per_client, max_tokens, levels: [{clients, requests, failed, completion_tokens, seconds,
+             tokens_per_second, ttft_ms_p50, ttft_ms_p95, latency_ms_p50, latency_ms_p95}]} (llama_server_bench)
     cluster, build, model, settings, started_at, finished_at
 """
 
@@ -132,6 +134,7 @@ def markdown(results):
         summary = load.get("summary", {})
         if summary:
             lines += [""] + ["- %s: %s" % (name.replace("_", " "), value) for name, value in sorted(summary.items())]
+    lines += concurrency_markdown(results.get("concurrency"))
     network = results.get("network")
     if network:
         lines += ["", "## Network", "",
@@ -139,6 +142,37 @@ def markdown(results):
                   % (network.get("path", "master -> worker"), network["raw_tcp_mbit_per_s"],
                      load.get("cold_mbit_per_s", 0) if load else 0, 100 * network.get("load_fraction_of_line_rate", 0))]
     return "\n".join(lines) + "\n"
+
+
+def scaling(concurrency):
+    """Aggregate generation rate at each number of clients over the rate with one client: {clients: ratio}."""
+    by_clients = {level["clients"]: level["tokens_per_second"] for level in (concurrency or {}).get("levels", [])}
+    if not by_clients.get(1):
+        return {}
+    return {clients: round(rate / by_clients[1], 2) for clients, rate in sorted(by_clients.items())}
+
+
+def concurrency_markdown(concurrency):
+    if not concurrency or not concurrency.get("levels"):
+        return []
+    ratios = scaling(concurrency)
+
+    def cell(value, form="%.0f"):
+        return "-" if value is None else form % value
+
+    lines = ["", "## Concurrent clients", "",
+             "llama-server with %s slot(s); each client sends %d streaming chat completion(s) of %d tokens, one after another."
+             % (concurrency.get("slots", "?"), concurrency.get("requests_per_client", 0), concurrency.get("max_tokens", 0)),
+             "",
+             "| Clients | Requests | Failed | Generation tok/s (all clients) | / 1 client | Time to first token p50 (ms) "
+             "| p95 (ms) | Request p50 (ms) | p95 (ms) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for level in concurrency["levels"]:
+        lines.append("| %d | %d | %d | %.2f | %s | %s | %s | %s | %s |" % (
+            level["clients"], level["requests"], level["failed"], level["tokens_per_second"],
+            cell(ratios.get(level["clients"]), "%.2f"), cell(level["ttft_ms_p50"]), cell(level["ttft_ms_p95"]),
+            cell(level["latency_ms_p50"]), cell(level["latency_ms_p95"])))
+    return lines
 
 
 def compare(before, after):
@@ -152,6 +186,10 @@ def compare(before, after):
     for key in ("cold_ms", "staged_ms", "warm_ms", "cold_bytes_sent", "staged_bytes_sent"):
         if key in before.get("load", {}) and key in after.get("load", {}):
             rows.append(("load " + key, before["load"][key], after["load"][key]))
+    rates_before, rates_after = ({level["clients"]: level["tokens_per_second"] for level in
+                                  (results.get("concurrency") or {}).get("levels", [])} for results in (before, after))
+    for clients in sorted(set(rates_before) & set(rates_after)):
+        rows.append(("llama-server, %d client%s, tokens/s" % (clients, "s" * (clients > 1)), rates_before[clients], rates_after[clients]))
     if "raw_tcp_mbit_per_s" in before.get("network", {}) and "raw_tcp_mbit_per_s" in after.get("network", {}):
         rows.append(("raw TCP Mbit/s", before["network"]["raw_tcp_mbit_per_s"], after["network"]["raw_tcp_mbit_per_s"]))
     if not rows:
@@ -172,7 +210,7 @@ def chart(results, path):
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
     table = _runs_by_test(results)
-    figure, (speed, load) = plt.subplots(1, 2, figsize=(11, 4.2))
+    figure, (speed, load, clients) = plt.subplots(1, 3, figsize=(16, 4.2))
     for test, by_count in sorted(table.items()):
         counts = sorted(count for count in by_count if count > 0)
         speed.plot(counts, [by_count[count] for count in counts], marker="o", label=test)
@@ -202,6 +240,23 @@ def chart(results, path):
         load.set_title("Model load by worker cache state")
     else:
         load.set_axis_off()
+    levels = (results.get("concurrency") or {}).get("levels", [])
+    if levels:  # the aggregate rate against the clients, and the time to the first token on its own axis
+        counts = [level["clients"] for level in levels]
+        clients.plot(counts, [level["tokens_per_second"] for level in levels], marker="o", color="#55a868",
+                     label="generation tok/s, all clients")
+        clients.set_xlabel("concurrent clients")
+        clients.set_ylabel("tokens/s")
+        clients.set_xscale("log", base=2)
+        clients.set_xticks(counts, [str(count) for count in counts])
+        first_token = clients.twinx()
+        first_token.plot(counts, [level["ttft_ms_p95"] or 0 for level in levels], marker="s", linestyle="--",
+                         color="#c44e52", label="time to first token p95")
+        first_token.set_ylabel("ms")
+        clients.legend(handles=clients.lines + first_token.lines, fontsize=8, loc="upper left")
+        clients.set_title("llama-server with concurrent clients")
+    else:
+        clients.set_axis_off()
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

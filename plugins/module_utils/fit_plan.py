@@ -7,7 +7,9 @@ It mirrors llama.cpp's own placement (llama-model.cpp, load_tensors): the input 
 embeddings) stays on the master's CPU; with -ngl N the last N repeating layers, and the output head
 when N exceeds the layer count, go to the devices in order, layer il to the first device whose
 cumulative tensor-split share exceeds (il - first offloaded layer) / offloaded layers. Each layer's KV
-cache lives with the layer. Compute buffers are an estimate (the largest activations of one micro-batch),
+cache lives with the layer. llama-server's slots (-np N, its KV cache not unified) split its -c between them, so N
+slots of C tokens each need the KV cache of N x C tokens: the plan gives every slot the context asked for and
+keeps as many of the slots asked for as fit. Compute buffers are an estimate (the largest activations of one micro-batch),
 which is why every device keeps headroom: RPC workers have been seen to crash above about 75% of RAM.
 """
 
@@ -73,7 +75,8 @@ def place(shape, gpu_layers, weights):
 
 
 def evaluate(shape, context, ubatch, gpu_layers, workers, master):
-    """Per-node needs for one -ngl value; workers and master carry "usable" bytes."""
+    """Per-node needs for one -ngl value; workers and master carry "usable" bytes. context: the KV cache's tokens
+    (every slot's)."""
     layer_nodes, output_node = place(shape, gpu_layers, [worker["usable"] for worker in workers])
     kv_layer = kv_bytes_per_layer(shape, context)
     nodes = [dict(name=worker["endpoint"], usable=worker["usable"], layers=[], weights=0, kv=0) for worker in workers]
@@ -95,8 +98,9 @@ def evaluate(shape, context, ubatch, gpu_layers, workers, master):
     return nodes, master_node
 
 
-def plan(shape, context, ubatch, workers, master, fraction):
-    """Return the plan for the most layers on the workers that fits, or raise PlanError with the numbers.
+def plan(shape, context, ubatch, workers, master, fraction, slots=1):
+    """Return the plan for the most slots, then the most layers on the workers, that fits, or raise PlanError with
+    the numbers. context: tokens per slot; slots: the most slots wanted (each with the whole context).
 
     workers: [{"endpoint", "free", "total"}] (bytes, from rpc_probe); master: {"free", "total"}.
     """
@@ -104,17 +108,18 @@ def plan(shape, context, ubatch, workers, master, fraction):
     master = dict(master, usable=usable_bytes(master["free"], master["total"], fraction))
     if not workers or sum(worker["usable"] for worker in workers) == 0:
         raise PlanError("no worker reports any usable memory")
-    for gpu_layers in range(shape["layers"] + 1, -1, -1):
-        nodes, master_node = evaluate(shape, context, ubatch, gpu_layers, workers, master)
-        if all(node["fits"] for node in nodes) and master_node["fits"]:
-            return result(shape, context, gpu_layers, workers, nodes, master_node)
+    for slot_count in range(slots, 0, -1):
+        for gpu_layers in range(shape["layers"] + 1, -1, -1):
+            nodes, master_node = evaluate(shape, context * slot_count, ubatch, gpu_layers, workers, master)
+            if all(node["fits"] for node in nodes) and master_node["fits"]:
+                return result(shape, context, slot_count, slots, gpu_layers, workers, nodes, master_node)
     nodes, master_node = evaluate(shape, context, ubatch, shape["layers"] + 1, workers, master)
     need = sum(node["need"] for node in nodes) + master_node["need"]
     usable = sum(worker["usable"] for worker in workers) + master["usable"]
     raise PlanError(
-        "the model does not fit: it needs about %s (weights %s, KV cache %s for a context of %d tokens, compute "
-        "buffers %s) and the cluster can give %s (%s; each node at most %d%% of its RAM and no more than is free). "
-        "Add workers or larger instances, lower the context size, or use a smaller (more quantised) model."
+        "the model does not fit, even with one slot: it needs about %s (weights %s, KV cache %s for a context of %d "
+        "tokens, compute buffers %s) and the cluster can give %s (%s; each node at most %d%% of its RAM and no more "
+        "than is free). Add workers or larger instances, lower the context size, or use a smaller (more quantised) model."
         % (human(need), human(shape["weights_bytes"]), human(kv_bytes_per_layer(shape, context) * shape["layers"]),
            context, human(sum(node["compute"] for node in nodes) + master_node["compute"]), human(usable),
            ", ".join(["%s %s" % (worker["endpoint"], human(worker["usable"])) for worker in workers]
@@ -122,7 +127,7 @@ def plan(shape, context, ubatch, workers, master, fraction):
            round(fraction * 100)))
 
 
-def result(shape, context, gpu_layers, workers, nodes, master_node):
+def result(shape, context, slots, slots_asked, gpu_layers, workers, nodes, master_node):
     everything_offloaded = gpu_layers > shape["layers"]
 
     def describe(node):
@@ -145,6 +150,10 @@ def result(shape, context, gpu_layers, workers, nodes, master_node):
         # Proportional to each worker's usable memory, in MiB: llama.cpp normalises the list itself.
         "tensor_split": [max(1, worker["usable"] // MIB) for worker in workers],
         "context": context,
+        # llama-server's slots (-np) and its whole context (-c: every slot's, split between them).
+        "slots": slots,
+        "slots_asked": slots_asked,
+        "server_context": context * slots,
         "workers": [describe(node) for node in nodes],
         "master": describe(master_node),
         "need_bytes": sum(node["need"] for node in nodes) + master_node["need"],

@@ -37,9 +37,15 @@ options:
     elements: dict
     required: true
   context_size:
-    description: The context (tokens) to reserve KV cache for. V(0) means the model's training context.
+    description: The context (tokens) of each slot, to reserve KV cache for. V(0) means the model's training context.
     type: int
     default: 0
+  slots:
+    description:
+      - The most llama-server slots (C(-np)) wanted, each with the whole O(context_size). The plan keeps as many as fit
+        (RV(plan.slots)), before it moves layers to the master; llama-server then runs with C(-c) RV(plan.server_context).
+    type: int
+    default: 1
   ubatch_size:
     description: The micro-batch (llama.cpp C(-ub)) the compute buffers are sized for.
     type: int
@@ -103,6 +109,15 @@ plan:
     n_gpu_layers:
       description: The C(-ngl) to run with; V(999) when everything but the input layer is on the workers.
       type: int
+    slots:
+      description: The slots (C(-np)) the plan keeps, at most O(slots).
+      type: int
+    slots_asked:
+      description: O(slots), for a message when fewer fit.
+      type: int
+    server_context:
+      description: llama-server's C(-c), RV(plan.slots) times the context of each.
+      type: int
     tensor_split:
       description: The C(--tensor-split) proportions, one per worker (usable MiB).
       type: list
@@ -159,6 +174,7 @@ def main():
             path=dict(type="path", required=True),
             workers=dict(type="list", elements="dict", required=True),
             context_size=dict(type="int", default=0),
+            slots=dict(type="int", default=1),
             ubatch_size=dict(type="int", default=512),
             memory_fraction=dict(type="float", default=0.75),
             master_memory=dict(type="dict"),
@@ -169,8 +185,8 @@ def main():
     params = module.params
     if not 0 < params["memory_fraction"] <= 1:
         module.fail_json(msg="memory_fraction must be above 0 and at most 1, got %s" % params["memory_fraction"])
-    if params["context_size"] < 0 or params["ubatch_size"] < 1:
-        module.fail_json(msg="context_size must be 0 or more and ubatch_size 1 or more")
+    if params["context_size"] < 0 or params["ubatch_size"] < 1 or params["slots"] < 1:
+        module.fail_json(msg="context_size must be 0 or more, ubatch_size and slots 1 or more")
     try:
         workers = [worker_memory(worker) for worker in params["workers"]]
     except ValueError as error:
@@ -190,7 +206,7 @@ def main():
         module.exit_json(changed=False, model=model, plan=None)
     master = params["master_memory"] or meminfo()
     try:
-        result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"])
+        result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"], params["slots"])
     except PlanError as error:
         module.fail_json(msg=str(error), model=model)
     load = None

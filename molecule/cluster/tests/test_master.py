@@ -53,11 +53,11 @@ except Exception as error:
 """
 
 
-# Runs on the master: GET /metrics, print the status, then the body.
-METRICS = """
+# Runs on the master: GET a path, print the status, then the body.
+GET = """
 import sys, urllib.request, urllib.error
 url, key = sys.argv[1], sys.argv[2]
-request = urllib.request.Request(url + "/metrics", headers={"Authorization": "Bearer " + key} if key else {})
+request = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
 try:
     with urllib.request.urlopen(request, timeout=30) as reply:
         print(reply.status)
@@ -343,12 +343,30 @@ def test_server_requires_the_key(host):
     assert complete(host, key="wrong-key")[0] == 401
 
 
+def get(host, path, key=KEY):
+    """GET llama-server's path from the master: the status and the body."""
+    status, _sep, body = host.check_output(f"python3 -c '{GET}' {server_url(host)}{path} '{key}'").partition("\n")
+    return int(status), body
+
+
+def test_server_runs_the_plans_slots_each_with_the_whole_context(host):
+    """rpc_master_server_parallel is 4 (the default) and the context 512 tokens (molecule.yml): the plan kept the 4 slots
+    (their KV cache fits), and llama-server, which splits its -c between its slots, runs with -np 4 -c 2048, so each slot
+    has the whole 512 tokens."""
+    plan = json.loads(host.file(MASTER_STATE).content_string)["plan"]
+    assert (plan["slots"], plan["slots_asked"], plan["context"], plan["server_context"]) == (4, 4, 512, 2048), plan
+    status, body = get(host, "/props")
+    assert status == 200, body
+    props = json.loads(body)
+    assert props["total_slots"] == 4 and props["default_generation_settings"]["n_ctx"] == 512, props
+
+
 def scrape(host, key=KEY):
     """llama-server's /metrics as Prometheus reads it: status, and each sample's value by name (Prometheus's own Python
     parser, so the README's scrape configuration gets what this test sees)."""
-    status, _sep, body = host.check_output(f"python3 -c '{METRICS}' {server_url(host)} '{key}'").partition("\n")
+    status, body = get(host, "/metrics", key)
     samples = {sample.name: sample.value for family in text_string_to_metric_families(body) for sample in family.samples}
-    return int(status), samples
+    return status, samples
 
 
 def test_prometheus_scrapes_the_server_with_the_key(host):
@@ -648,12 +666,13 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     against the first (the second without the loads and the network, which the first measured). Small sizes: this
     proves the plumbing; make bench and make bench-first-load measure."""
     quick = {"bench_n_prompt": [16], "bench_n_gen": [8], "bench_repetitions": 1, "bench_tcp_megabytes": 64,
-             "bench_results_dir": str(tmp_path)}
+             "bench_results_dir": str(tmp_path), "bench_concurrency": [1, 2], "bench_concurrency_requests": 1,
+             "bench_concurrency_tokens": 8}
     command = ["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "bench.yml")]
     first = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_name="first"))], capture_output=True, text=True,
                            timeout=1200, check=False)
     assert first.returncode == 0, first.stdout[-4000:]
-    tokens_only = dict(quick, bench_name="second", bench_load=False, bench_network=False,
+    tokens_only = dict(quick, bench_name="second", bench_load=False, bench_network=False, bench_concurrency=[],
                        bench_compare_with=str(tmp_path / "first.json"))
     second = subprocess.run(command + ["-e", json.dumps(tokens_only)], capture_output=True, text=True, timeout=1200, check=False)
     assert second.returncode == 0, second.stdout[-4000:]
@@ -669,6 +688,13 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     assert load["staged_cache_bytes_written"] == 0 and load["cold_cache_bytes_written"] >= load["staging_bytes"] > 0, load
     assert set(load["breakdown"]) == {"cold", "staged", "warm"} and load["master_read_hash_ms"] > 0, load
     assert "| staged |" in (tmp_path / "first.md").read_text() and not result["load"]
+    # llama-server, started again, with 1 then 2 streaming clients, each request 8 tokens (the server's own count).
+    concurrency = measured["concurrency"]
+    assert concurrency["slots"] == 4 and [level["clients"] for level in concurrency["levels"]] == [1, 2], concurrency
+    for level in concurrency["levels"]:
+        assert level["failed"] == 0 and level["completion_tokens"] == 8 * level["clients"], level
+        assert 0 < level["ttft_ms_p95"] <= level["latency_ms_p95"] and level["tokens_per_second"] > 0, level
+    assert "| 2 | 2 | 0 |" in (tmp_path / "first.md").read_text() and not result["concurrency"]
     assert (tmp_path / "second.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| Test | master alone | 1 worker | 2 workers |" in (tmp_path / "second.md").read_text()
     assert "tg8, 2 workers tokens/s" in second.stdout and " x" in second.stdout

@@ -21,7 +21,15 @@ def results(pp_one=100.0, tg_one=10.0, pp_two=180.0, tg_two=17.0, cold=2000.0, w
             "cluster": {"workers": ["a:1", "b:1"]}, "finished_at": "2026-11-21T13:00:00+00:00",
             "load": {"cold_ms": cold, "warm_ms": warm, "cold_bytes_sent": 250_000_000, "warm_bytes_sent": 1_000_000,
                      "cold_mbit_per_s": 1000.0, "warm_mbit_per_s": 16.0},
-            "network": {"raw_tcp_mbit_per_s": 20000.0, "path": "m -> a", "load_fraction_of_line_rate": 0.05}}
+            "network": {"raw_tcp_mbit_per_s": 20000.0, "path": "m -> a", "load_fraction_of_line_rate": 0.05},
+            "concurrency": {"slots": 4, "requests_per_client": 2, "max_tokens": 32, "levels": [
+                level(1, 10.0, 90.0), level(2, 19.0, 95.0), level(4, 31.0, 120.0), level(8, 33.0, 900.0)]}}
+
+
+def level(clients, rate, ttft_p95):
+    return {"clients": clients, "requests": 2 * clients, "failed": 0, "errors": [], "completion_tokens": 64 * clients,
+            "seconds": 64 * clients / rate, "tokens_per_second": rate, "ttft_ms_p50": ttft_p95 / 2, "ttft_ms_p95": ttft_p95,
+            "latency_ms_p50": 3000.0, "latency_ms_p95": 3500.0}
 
 
 def test_parse_llama_bench_json_and_jsonl():
@@ -49,12 +57,23 @@ def test_markdown_table():
     assert "| cold | 2000 | 250000000 | 1000 |" in text and "20000 Mbit/s" in text and "5% of that" in text
 
 
+def test_concurrency_table_gives_each_level_against_one_client():
+    text = bench_report.markdown(results())
+    assert "llama-server with 4 slot(s); each client sends 2 streaming chat completion(s) of 32 tokens" in text
+    assert "| 1 | 2 | 0 | 10.00 | 1.00 | 45 | 90 | 3000 | 3500 |" in text
+    assert "| 4 | 8 | 0 | 31.00 | 3.10 | 60 | 120 | 3000 | 3500 |" in text
+    assert bench_report.scaling(results()["concurrency"]) == {1: 1.0, 2: 1.9, 4: 3.1, 8: 3.3}
+    # an older result, or a run without llama-server: no section
+    assert "Concurrent clients" not in bench_report.markdown(dict(results(), concurrency={}))
+
+
 def test_compare_prints_ratios():
     rows, text = bench_report.compare(results(), results(tg_two=25.5, cold=1000.0))
     by_name = {row["figure"]: row for row in rows}
     assert by_name["tg32, 2 workers tokens/s"]["ratio"] == 1.5
     assert by_name["pp128, 2 workers tokens/s"]["ratio"] == 1.0
     assert by_name["load cold_ms"]["ratio"] == 0.5
+    assert by_name["llama-server, 4 clients, tokens/s"]["ratio"] == 1.0
     assert "tg32, 2 workers tokens/s" in text and "x1.5" in text
 
 

@@ -91,6 +91,26 @@ def test_master_carries_layers_when_the_workers_cannot(tiny):
     assert plan["workers"][0]["need_bytes"] <= plan["workers"][0]["usable_bytes"]
 
 
+def test_slots_get_the_whole_context_each_and_only_as_many_as_fit(tiny):
+    shape = gguf.model_shape(gguf.read_header(tiny))
+    roomy = fit_plan.plan(shape, 512, 512, workers(12, 4), {"free": 8 * GIB, "total": 24 * GIB}, 0.75, slots=4)
+    assert (roomy["slots"], roomy["slots_asked"], roomy["context"], roomy["server_context"]) == (4, 4, 512, 2048)
+    # The KV cache of all four slots is planned: four times one slot's, on the node holding the layers.
+    one = fit_plan.plan(shape, 512, 512, workers(12, 4), {"free": 8 * GIB, "total": 24 * GIB}, 0.75)
+    assert roomy["workers"][0]["kv_bytes"] == 4 * one["workers"][0]["kv_bytes"] > 0
+    # Room on the workers and the master for the weights and two slots' KV cache, not three: two slots, every layer
+    # still on the workers (slots are given up before layers move to the master).
+
+    def need(slots):
+        nodes, master = fit_plan.evaluate(shape, 512 * slots, 512, shape["layers"] + 1, [{"endpoint": "w:1", "usable": 1 << 40}],
+                                          {"usable": 1 << 40})
+        return nodes[0]["need"], master["need"]
+    two_worker, two_master = need(2)
+    tight = [{"endpoint": "w:1", "free": two_worker, "total": 2 * two_worker}]
+    plan = fit_plan.plan(shape, 512, 512, tight, {"free": two_master, "total": 2 * two_master}, 1.0, slots=4)
+    assert (plan["slots"], plan["slots_asked"], plan["server_context"], plan["n_gpu_layers"]) == (2, 4, 1024, 999)
+
+
 def test_model_larger_than_the_cluster_fails_with_numbers(huge):
     shape = gguf.model_shape(gguf.read_header(huge))
     with pytest.raises(fit_plan.PlanError) as error:
@@ -106,7 +126,7 @@ def test_module_reports_plan_and_refuses_what_does_not_fit(tiny, huge, capsys):
     result = run_module(gguf_plan.main, capsys, path=str(tiny), workers=probe, master_memory=master)
     assert result["model"]["layers"] == 4 and result["plan"]["tensor_split"] == [8 * 1024]
     result = run_module(gguf_plan.main, capsys, path=str(huge), workers=probe, master_memory=master)
-    assert result["failed"] and "does not fit" in result["msg"]
+    assert result["failed"] and "does not fit, even with one slot" in result["msg"]
 
 
 def test_module_refuses_a_file_that_is_not_gguf(tmp_path, capsys):
