@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import bisect
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import graviton_types
+
 MIB = 1 << 20
 GIB = 1 << 30
 KV_BYTES_PER_VALUE = 2  # the KV cache is f16 by default
@@ -112,7 +114,9 @@ def plan(shape, context, ubatch, workers, master, fraction, slots=1):
         for gpu_layers in range(shape["layers"] + 1, -1, -1):
             nodes, master_node = evaluate(shape, context * slot_count, ubatch, gpu_layers, workers, master)
             if all(node["fits"] for node in nodes) and master_node["fits"]:
-                return result(shape, context, slot_count, slots, gpu_layers, workers, nodes, master_node)
+                planned = result(shape, context, slot_count, slots, gpu_layers, workers, nodes, master_node)
+                planned["advice"] = right_size(shape, context * slot_count, ubatch, workers, master, fraction)
+                return planned
     nodes, master_node = evaluate(shape, context, ubatch, shape["layers"] + 1, workers, master)
     need = sum(node["need"] for node in nodes) + master_node["need"]
     usable = sum(worker["usable"] for worker in workers) + master["usable"]
@@ -125,6 +129,34 @@ def plan(shape, context, ubatch, workers, master, fraction, slots=1):
            ", ".join(["%s %s" % (worker["endpoint"], human(worker["usable"])) for worker in workers]
                      + ["master %s" % human(master["usable"])]),
            round(fraction * 100)))
+
+
+def right_size(shape, context, ubatch, workers, master, fraction):
+    """Whether fewer nodes would hold the same plan (every slot's KV cache included). RPC pools memory, it does not
+    add compute: each token crosses every worker in turn, so a model split over more nodes than it needs runs slower.
+
+    master_alone: everything, with the master's own compute buffer, within the master's usable memory.
+    fewest_workers: the fewest of the workers, first ones first, that hold every layer (None: all of them are needed).
+    single_node_bytes: what one node would need; single_instance: the smallest C8g whose memory holds that at
+    `fraction` (graviton_types), or None.
+    """
+    _nodes, alone_master = evaluate(shape, context, ubatch, 0, workers, master)
+    fewest = None
+    for count in range(1, len(workers)):
+        nodes, master_node = evaluate(shape, context, ubatch, shape["layers"] + 1, workers[:count], master)
+        if all(node["fits"] for node in nodes) and master_node["fits"]:
+            fewest = count
+            break
+    single = graviton_types.smallest_holding(alone_master["need"], fraction)
+    return {
+        "master_alone": alone_master["fits"],
+        "fewest_workers": fewest,
+        "workers": len(workers),
+        "single_node_bytes": alone_master["need"],
+        "master_usable_bytes": alone_master["usable"],
+        "single_instance": single["name"] if single else None,
+        "single_instance_memory_gib": single["memory_gib"] if single else None,
+    }
 
 
 def result(shape, context, slots, slots_asked, gpu_layers, workers, nodes, master_node):

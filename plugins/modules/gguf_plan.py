@@ -135,6 +135,14 @@ plan:
     need_bytes:
       description: The cluster's total need.
       type: int
+    advice:
+      description:
+        - Whether fewer nodes would hold the same plan (the kept slots' KV cache included). RPC pools memory, it does not add
+          compute, so a model split over more nodes than it needs runs slower.
+        - C(master_alone) (bool), C(fewest_workers) (the fewest of the first workers that hold every layer; null when all are
+          needed), C(workers), C(single_node_bytes) (what one node would need), C(master_usable_bytes), C(single_instance)
+          and C(single_instance_memory_gib) (the smallest C8g whose memory holds that at O(memory_fraction); null when none).
+      type: dict
 load:
   description:
     - With O(load_figures), the predicted first load with the workers' caches C(cold) (llama.cpp sends and they store

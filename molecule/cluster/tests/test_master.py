@@ -516,6 +516,20 @@ def test_preflight_refuses_a_model_larger_than_the_cluster(host, tmp_path):
     wait_until_serving(host)
 
 
+def test_preflight_advises_the_master_alone_and_refuses_when_strict(host):
+    """The scenario's model fits the master alone (and one worker): the plan says so, and with
+    rpc_master_refuse_needless_split the pre-flight refuses the cluster before anything runs; llama-server serves on."""
+    advice = json.loads(host.file(MASTER_STATE).content_string)["plan"]["advice"]
+    assert advice["master_alone"] and advice["fewest_workers"] == 1 and advice["workers"] == 2, advice
+    assert advice["single_instance"] == "c8g.medium", advice  # a few MB: the smallest C8g (2 GiB) holds it
+    _before, count = latest_result()
+    run = infer({"rpc_master_refuse_needless_split": True})
+    assert_refused(host, run, "fits the master alone", "RPC pools memory, it does not add compute",
+                   "On AWS one c8g.medium (2 GiB) holds it", "rpc_master_refuse_needless_split is on")
+    assert latest_result()[1] == count
+    assert complete(host)[0] == 200
+
+
 def worker_process(node):
     """The worker's process id and the build its settings name (what it was started with: its program is reached
     through `current`, and /proc/PID/exe is not readable without CAP_SYS_PTRACE in these containers)."""
@@ -698,6 +712,10 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     assert (tmp_path / "second.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| Test | master alone | 1 worker | 2 workers |" in (tmp_path / "second.md").read_text()
     assert "tg8, 2 workers tokens/s" in second.stdout and " x" in second.stdout
+    # The pre-flight's advice now quotes what the bench measured (local fact llama_rpc_bench): the master alone against
+    # the two workers.
+    refused = infer({"rpc_master_refuse_needless_split": True})
+    assert_refused(host, refused, "bench.yml measured it (", "tokens/s on the master alone", "through 2 worker(s)")
     print("bench: " + json.dumps({run["test"] + "/" + str(run["workers"]): run["tokens_per_second"] for run in result["runs"]}))
     print(f"bench: load {load}, network {measured['network']}")
     wait_until_serving(host)

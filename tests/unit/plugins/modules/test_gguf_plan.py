@@ -111,6 +111,27 @@ def test_slots_get_the_whole_context_each_and_only_as_many_as_fit(tiny):
     assert (plan["slots"], plan["slots_asked"], plan["server_context"], plan["n_gpu_layers"]) == (2, 4, 1024, 999)
 
 
+def test_advice_when_fewer_nodes_would_hold_the_model(tiny, huge):
+    shape = gguf.model_shape(gguf.read_header(tiny))
+    roomy = fit_plan.plan(shape, 512, 512, workers(12, 4), {"free": 8 * GIB, "total": 24 * GIB}, 0.75, slots=4)
+    advice = roomy["advice"]
+    # A few MB: the master alone, or the first worker alone, holds it; one c8g.medium would (2 GiB at 75%).
+    assert advice["master_alone"] and advice["fewest_workers"] == 1 and advice["workers"] == 2, advice
+    # One node needs the weights, the KV cache and one compute buffer, not one per node.
+    assert 0 < advice["single_node_bytes"] < roomy["need_bytes"] and advice["single_instance"] == "c8g.medium", advice
+    # 70B-shaped F32 (255 GiB of weights, 80 layers of 3.19 GiB) on 20 workers of 20 GiB free (18 GiB usable): a worker
+    # holds 5 layers with its compute buffer, so the 80 layers and the output head need 17 of the 20; the master (18 GiB
+    # usable) cannot hold it alone, a c8g.48xlarge can (384 GiB x 0.75 = 288 GiB for 255.6 GiB).
+    big = fit_plan.plan(gguf.model_shape(gguf.read_header(huge)), 1024, 512, workers(*[20] * 20),
+                        {"free": 20 * GIB, "total": 24 * GIB}, 0.75)
+    advice = big["advice"]
+    assert not advice["master_alone"] and advice["fewest_workers"] == 17 and advice["single_instance"] == "c8g.48xlarge", advice
+    # Every worker needed: no advice to give.
+    tight = fit_plan.plan(gguf.model_shape(gguf.read_header(huge)), 1024, 512, workers(*[20] * 17),
+                          {"free": 20 * GIB, "total": 24 * GIB}, 0.75)
+    assert tight["advice"]["fewest_workers"] is None and not tight["advice"]["master_alone"]
+
+
 def test_model_larger_than_the_cluster_fails_with_numbers(huge):
     shape = gguf.model_shape(gguf.read_header(huge))
     with pytest.raises(fit_plan.PlanError) as error:
