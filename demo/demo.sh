@@ -61,7 +61,8 @@ case "${1:-up}" in
     docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
     mkdir -p "$demo_dir/bench"
     previous=$(newest "$demo_dir/bench" 'bench-*.json')
-    ansible-playbook -i inventories/local playbooks/bench.yml -e bench_results_dir="$demo_dir/bench" \
+    # The secrets file holds llama-server's API key, which the concurrency benchmark sends.
+    ansible-playbook -i inventories/local playbooks/bench.yml -e @"$demo_dir/secret-vars.json" -e bench_results_dir="$demo_dir/bench" \
       ${previous:+-e bench_compare_with="$previous"} | tee "$demo_dir/bench.log"
     say "make bench: results in $demo_dir/bench (chart: $(newest "$demo_dir/bench" 'bench-*.png'))"
     ;;
@@ -78,7 +79,8 @@ case "${1:-up}" in
       >"$demo_dir/first-load-deploy.log"
     name="first-load-$(date -u +%Y%m%dT%H%M%SZ)"
     ansible-playbook -i inventories/local playbooks/bench.yml -e bench_results_dir="$demo_dir/bench" -e bench_name="$name" \
-      -e '{"bench_worker_counts": [2], "bench_single_node": false, "bench_n_prompt": [16], "bench_n_gen": [4], "bench_repetitions": 1}' \
+      -e '{"bench_worker_counts": [2], "bench_single_node": false, "bench_n_prompt": [16], "bench_n_gen": [4], "bench_repetitions": 1,
+           "bench_concurrency": []}' \
       | tee "$demo_dir/first-load.log"
     python - "$demo_dir/bench/$name.json" <<'PY'
 import json, sys
