@@ -65,8 +65,20 @@ CASES = {
     "server on every interface": ({"rpc_master_server_bind_address": "0.0.0.0"}, ["never 0.0.0.0"]),
     "server address that is a host name": ({"rpc_master_server_bind_address": "master.internal"},
                                            ["rpc_master_server_bind_address='master.internal' is not an IP address"]),
-    "memory fraction above 1": ({"rpc_master_memory_fraction": 1.5}, ["rpc_master_memory_fraction above 0 and at most 1"]),
+    "memory fraction above 1": ({"rpc_master_memory_fraction": 1.5},
+                                ["Out of range: rpc_master_memory_fraction=1.5: set it above 0 and at most 1."]),
 }
+
+
+def test_out_of_range_names_only_what_is_wrong(host):
+    """Two sizes out of range: both are named with their fix, in the order of the role's variables, and none of the
+    others is."""
+    result, untouched = converge(host, rpc_master_server_parallel=0, rpc_master_server_port=70000)
+    assert result.returncode != 0 and untouched
+    assert ("Out of range: rpc_master_server_port=70000: set it from 1 to 65535. rpc_master_server_parallel=0: set it "
+            "to 1 or more (slots).") in result.stdout, result.stdout[-3000:]
+    for setting in ("rpc_master_context_size", "rpc_master_memory_fraction", "rpc_master_probe_timeout", "rpc_master_threads"):
+        assert setting not in result.stdout, setting
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
