@@ -65,6 +65,9 @@ CASES = {
     "server on every interface": ({"rpc_master_server_bind_address": "0.0.0.0"}, ["never 0.0.0.0"]),
     "server address that is a host name": ({"rpc_master_server_bind_address": "master.internal"},
                                            ["rpc_master_server_bind_address='master.internal' is not an IP address"]),
+    "watchdog interval of 0": ({"rpc_master_watchdog_interval": 0}, ["rpc_master_watchdog_interval=0: set it to 1 second or more."]),
+    "infer tokens of 0": ({"rpc_master_infer": True, "rpc_master_infer_prompt": "Hi", "rpc_master_infer_tokens": 0},
+                          ["One-shot inference: rpc_master_infer_tokens=0: set it to 1 or more."]),
     "memory fraction above 1": ({"rpc_master_memory_fraction": 1.5},
                                 ["Out of range: rpc_master_memory_fraction=1.5: set it above 0 and at most 1."]),
 }

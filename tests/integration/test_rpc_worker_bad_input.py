@@ -30,7 +30,10 @@ def converge(host, **overrides):
 
 CASES = {
     "port out of range": ({"rpc_worker_port": 70000}, ["rpc_worker_port=70000 must be from 1 to 65535"]),
-    "instance port out of range": ({"rpc_worker_instances": [{"name": "a", "port": 0}]}, ["needs a name", "a port from 1 to 65535"]),
+    # only what is wrong in the entry is named
+    "instance port out of range": ({"rpc_worker_instances": [{"name": "a", "port": 0}]}, ["needs a port from 1 to 65535."]),
+    "instance name and threads wrong": ({"rpc_worker_instances": [{"name": "A b", "port": 50052, "threads": 0}]},
+                                        ["needs a name of lower-case letters, digits, - and _, threads of at least 1 (or none)."]),
     "duplicate instance ports": ({"rpc_worker_instances": [{"name": "a", "port": 50052}, {"name": "b", "port": 50052}]},
                                  ["each instance needs its own name and its own port"]),
     "threads below 1": ({"rpc_worker_threads": 0}, ["rpc_worker_threads=0: a worker needs at least 1 thread"]),
