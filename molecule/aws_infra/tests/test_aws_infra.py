@@ -130,7 +130,7 @@ BAD = {
     "VPC that does not exist": ({"aws_infra_vpc_id": "vpc-0123456789abcdef0", "aws_infra_subnet_id": "subnet-0123456789abcdef0"},
                                 "No subnet subnet-0123456789abcdef0 in VPC vpc-0123456789abcdef0"),
     "name of a VPC this collection did not create": ({"aws_infra_cluster_name": "decoy"}, "was not created for this cluster"),
-    "volume throughput above gp3's": ({"aws_infra_volume_throughput_mib_s": 2000}, "aws_infra_volume_throughput_mib_s from 125 to 1000"),
+    "volume throughput above gp3's": ({"aws_infra_volume_throughput_mib_s": 2000}, "aws_infra_volume_throughput_mib_s=2000: gp3 takes 125 to 1000."),
     "throughput the IOPS cannot carry": ({"aws_infra_volume_throughput_mib_s": 1000, "aws_infra_volume_iops": 3000},
                                          "set aws_infra_volume_iops to at least 4000"),
 }
