@@ -1,19 +1,16 @@
 """Fixtures shared by the integration tests: this machine's own llama.cpp build, and a tiny model."""
 
-from pathlib import Path
-
 import pytest
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import describe_cpu
 from tests.tools import llama_cpp, tiny_model
 
 
 @pytest.fixture(scope="session")
-def x86_build():
-    """llama.cpp for this machine, built like the llama_build role builds it (ccache shared with the
-    bookworm containers). Returns the bin directory."""
-    host = describe_cpu(Path("/proc/cpuinfo").read_text(), "x86_64")
-    return llama_cpp.build("x86_64", host["cmake_args"], ["ggml-rpc-server", "llama-completion"])
+def x86_build(tmp_path_factory):
+    """llama.cpp for this machine, built by the llama_build role as the scenarios build it, and shared with them
+    (tests/tools/llama_cpp.role_build): nothing is compiled twice for one target in a make test. Returns the bin
+    directory."""
+    return llama_cpp.role_build(tmp_path_factory.mktemp("role-build"))
 
 
 @pytest.fixture(scope="session")

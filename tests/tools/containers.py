@@ -79,10 +79,10 @@ def archive_source_vars():
 
 
 @contextlib.contextmanager
-def throwaway_host(name, network, directory):
+def throwaway_host(name, network, directory, volumes=None):
     """One fresh systemd host and an inventory for it; removed afterwards. Yields (container, inventory)."""
     client = docker.from_env()
-    container = start_host(client, name, network)
+    container = start_host(client, name, network, volumes=volumes)
     try:
         yield container, inventory(Path(directory) / "hosts.ini", [name])
     finally:

@@ -8,6 +8,7 @@ LLAMA_RPC_BUILD_CACHE, so a re-run compiles nothing that did not change.
 import gzip
 import hashlib
 import io
+import json
 import os
 import shutil
 import socket
@@ -89,6 +90,36 @@ def build(name, cpu_cmake_args, targets, toolchain=None):
             if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode:
                 raise RuntimeError(f"building {name} failed, see {log}:\n" + "".join(log.read_text().splitlines(True)[-25:]))
     return build_dir / "bin"
+
+
+def role_build(work_dir):
+    """llama.cpp for this machine (x86_64), built by the llama_build role itself the way the scenarios build it: in a
+    Debian 12 container with their compiler cache (ccache-bookworm), and kept in the controller's cache of built
+    binaries that make demo uses too (artifacts). So one compile serves the host-side tests, the scenarios' Debian 12
+    hosts (which then hit the compiler cache) and the demo, and a later run unpacks the kept build without compiling.
+    Returns the bin directory of the build, unpacked on this machine."""
+    from tests.tools import containers  # docker, only here: the benchmarks import this module without it
+
+    artifacts = BUILD_CACHE / "artifacts"
+    compiler_cache = {str(BUILD_CACHE / "ccache-bookworm"): {"bind": "/var/cache/llama.cpp/ccache", "mode": "rw"}}
+    with containers.throwaway_host("llama-rpc-role-build", "llama-rpc-role-build", work_dir, compiler_cache) as (host, hosts):
+        result = containers.run_playbook(hosts, ROOT / "tests" / "playbooks" / "llama_build.yml",
+                                         dict(containers.archive_source_vars(), llama_build_controller_cache=str(artifacts)),
+                                         timeout=3600)
+        if result.returncode:
+            raise RuntimeError(f"the llama_build role failed:\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
+        # the role's published state (local fact llama_rpc_build) names the build
+        build_id = json.loads(host.exec_run(["cat", "/etc/ansible/facts.d/llama_rpc_build.fact"]).output)["id"]
+    unpacked = BUILD_CACHE / "role-builds" / build_id
+    if not (unpacked / "bin").is_dir():
+        partial = unpacked.with_name(build_id + ".partial")
+        subprocess.run(["rm", "-rf", str(partial)], check=True)
+        partial.mkdir(parents=True)
+        with tarfile.open(artifacts / f"{build_id}.tar.gz") as tar:  # <build id>/{bin,build-record.json}
+            tar.extractall(partial, filter="data")
+        (partial / build_id).rename(unpacked)
+        partial.rmdir()
+    return unpacked / "bin"
 
 
 # One parser for llama.cpp's log: the collection's (tests run with the checkout importable as the collection).
