@@ -76,7 +76,7 @@ for scenario in "${scenarios[@]}"; do
   fi
 done
 # Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
-# under qemu-user) and the roles' bad-input checks.
+# under qemu-user) and every role's bad-input cases (tests/integration/bad_input/).
 wanted integration && run_stage integration python -m pytest -q -rs -s --durations=12 tests/integration
 finish_beside
 wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh

@@ -5,13 +5,19 @@ API, so this starts moto in-process: MOTO_AMIS_PATH (read when moto is imported)
 and the public SSM parameter that names the latest one is put straight into moto's SSM backend.
 
     python -m tests.tools.moto_aws PORT [PIDFILE]     (serves until killed)
+
+running(port) does the same from a test, and account_counts(ec2) is what a refusal must leave as it was.
 """
 
+import contextlib
 import json
 import os
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 CANONICAL = "099720109477"
 ACCOUNT = "123456789012"  # moto's default account
@@ -61,6 +67,43 @@ def serve(port, pidfile=None):
     print(f"moto on http://127.0.0.1:{port}, {SSM_PARAMETER} = {LATEST_ARM64}", flush=True)
     while True:
         time.sleep(3600)
+
+
+@contextlib.contextmanager
+def running(port):
+    """This server in a child process on 127.0.0.1:PORT, until the block ends. Yields its endpoint URL."""
+    root = Path(__file__).resolve().parents[2]
+    server = subprocess.Popen([sys.executable, "-m", "tests.tools.moto_aws", str(port)], cwd=root,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto did not start on port {port}") from None
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def account_counts(ec2):
+    """What a refused or check-mode run must leave as it was: every kind of resource provisioning creates."""
+    running_states = [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    return {
+        "vpcs": len(ec2.describe_vpcs()["Vpcs"]),
+        "subnets": len(ec2.describe_subnets()["Subnets"]),
+        "security groups": len(ec2.describe_security_groups()["SecurityGroups"]),
+        "internet gateways": len(ec2.describe_internet_gateways()["InternetGateways"]),
+        "route tables": len(ec2.describe_route_tables()["RouteTables"]),
+        "instances": sum(len(r["Instances"]) for r in ec2.describe_instances(Filters=running_states)["Reservations"]),
+        "volumes": len(ec2.describe_volumes()["Volumes"]),
+        "key pairs": len(ec2.describe_key_pairs()["KeyPairs"]),
+    }
 
 
 if __name__ == "__main__":

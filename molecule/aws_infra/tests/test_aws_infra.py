@@ -1,15 +1,16 @@
 """The provisioned cluster, read back with boto3 from moto: who may reach what, IMDSv2, encryption, no
-public workers, the placement group, the tags; scaling; the inventory plugin; bad input refused before
-anything is created; check mode; teardown that removes the cluster and spares the decoys."""
+public workers, the placement group, the tags; scaling; the inventory plugin; check mode; teardown that removes
+the cluster and spares the decoys. Bad input: tests/integration/bad_input/test_aws_infra.py."""
 
 import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import boto3
+
+from tests.tools import moto_aws
 
 testinfra_hosts = ["ansible://aws-controller?ansible_inventory=" + os.environ["MOLECULE_INVENTORY_FILE"]]
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -118,101 +119,6 @@ def test_inventory_plugin_hands_the_rpc_port_to_the_workers():
         assert {tag["Key"]: tag["Value"] for tag in worker["Tags"]}["graviton.llama_rpc/rpc_port"] == str(RPC_PORT)
 
 
-BAD = {
-    "region without the instance type": ({"aws_infra_region": "me-south-1"}, "c8g.4xlarge is not offered in me-south-1"),
-    "x86 type": ({"aws_infra_instance_type": "c7i.4xlarge"}, "c7i.4xlarge is x86_64, not arm64"),
-    "no workers": ({"aws_infra_worker_count": 0}, "aws_infra_worker_count from 1 to 16"),
-    "17 workers": ({"aws_infra_worker_count": 17}, "aws_infra_worker_count from 1 to 16"),
-    "SSH from anywhere without the opt-in": ({"aws_infra_admin_cidr": "0.0.0.0/0"}, "aws_infra_ssh_from_anywhere: true"),
-    "no admin CIDR": ({"aws_infra_admin_cidr": ""}, "aws_infra_admin_cidr is empty: set it to the addresses that may reach SSH"),
-    "key pair missing in the region": ({"aws_infra_key_name": "no-such-key"},
-                                       "aws_infra_key_name=no-such-key: no EC2 key pair of that name in us-east-1"),
-    "VPC that does not exist": ({"aws_infra_vpc_id": "vpc-0123456789abcdef0", "aws_infra_subnet_id": "subnet-0123456789abcdef0"},
-                                "No subnet subnet-0123456789abcdef0 in VPC vpc-0123456789abcdef0"),
-    "name of a VPC this collection did not create": ({"aws_infra_cluster_name": "decoy"}, "was not created for this cluster"),
-    "volume throughput above gp3's": ({"aws_infra_volume_throughput_mib_s": 2000}, "aws_infra_volume_throughput_mib_s=2000: gp3 takes 125 to 1000."),
-    "throughput the IOPS cannot carry": ({"aws_infra_volume_throughput_mib_s": 1000, "aws_infra_volume_iops": 3000},
-                                         "set aws_infra_volume_iops to at least 4000"),
-}
-
-
-def account_counts():
-    """What a refused run must leave as it was: every kind of resource provisioning creates."""
-    client = ec2()
-    return {
-        "vpcs": len(client.describe_vpcs()["Vpcs"]),
-        "subnets": len(client.describe_subnets()["Subnets"]),
-        "security groups": len(client.describe_security_groups()["SecurityGroups"]),
-        "internet gateways": len(client.describe_internet_gateways()["InternetGateways"]),
-        "route tables": len(client.describe_route_tables()["RouteTables"]),
-        "instances": len(instances(states=("pending", "running"))),
-        "volumes": len(client.describe_volumes()["Volumes"]),
-        "key pairs": len(client.describe_key_pairs()["KeyPairs"]),
-    }
-
-
-def refused_side_by_side(cases):
-    """Runs each case's provision.yml at once (each is refused before it creates anything); asserts each failed with
-    its message, and that the account is as it was around all of them."""
-    before = account_counts()
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        runs = dict(zip(cases, pool.map(lambda case: playbook("provision.yml", dict(BASE, **cases[case][0])), cases)))
-    for case, (_overrides, message) in cases.items():
-        output = runs[case].stdout + runs[case].stderr
-        assert runs[case].returncode != 0, f"{case}: the play succeeded"
-        assert message in output, f"{case}: {message!r} not in:\n{output[-3000:]}"
-    assert account_counts() == before
-
-
-def test_bad_input_is_refused_before_anything_is_created():
-    refused_side_by_side(BAD)
-
-
-# Each address input, parsed: these all passed the old pattern (or were never checked) and reached AWS, which
-# rewrote them into other networks or failed after the VPC existed. Each message names the variable and the fix.
-BAD_ADDRESSES = {
-    "octet above 255": ({"aws_infra_admin_cidr": "300.51.100.7/32"},
-                        "aws_infra_admin_cidr='300.51.100.7/32' is not an IP network: Octet 300 (> 255) not permitted"),
-    "prefix above 32": ({"aws_infra_admin_cidr": "198.51.100.7/33"}, "an IPv4 prefix length is 0 to 32"),
-    "host bits set": ({"aws_infra_admin_cidr": "198.51.100.7/24"},
-                      "for this address alone write 198.51.100.7/32, for the whole network 198.51.100.0/24"),
-    "no prefix": ({"aws_infra_admin_cidr": "198.51.100.7"}, "for this address alone write 198.51.100.7/32"),
-    "IPv6 admin network": ({"aws_infra_admin_cidr": "2001:db8::/64"}, "aws_infra_admin_cidr='2001:db8::/64' is IPv6; the VPC has IPv4 only"),
-    "VPC block too large": ({"aws_infra_vpc_cidr": "10.0.0.0/8"}, "aws_infra_vpc_cidr='10.0.0.0/8': a VPC takes an IPv4 block from /16 to /28"),
-    "VPC with host bits": ({"aws_infra_vpc_cidr": "10.42.0.1/16"}, "aws_infra_vpc_cidr='10.42.0.1/16' is not an IP network"),
-    "subnet outside the VPC": ({"aws_infra_public_subnet_cidr": "10.43.0.0/24"},
-                               "aws_infra_public_subnet_cidr=10.43.0.0/24 is not inside aws_infra_vpc_cidr=10.42.0.0/16"),
-    "overlapping subnets": ({"aws_infra_private_subnet_cidr": "10.42.0.0/25"},
-                            "aws_infra_private_subnet_cidr=10.42.0.0/25 overlaps aws_infra_public_subnet_cidr=10.42.0.0/24"),
-}
-
-
-def test_each_bad_address_input_is_refused_by_name_before_anything_is_created():
-    refused_side_by_side(BAD_ADDRESSES)
-
-
-def test_a_refusal_names_only_the_wrong_inputs_in_the_order_they_are_set():
-    run = playbook("provision.yml", dict(BASE, aws_infra_admin_cidr="198.51.100.7", aws_infra_private_subnet_cidr="10.50.1.0/24",
-                                         aws_infra_worker_count=20))
-    assert run.returncode != 0
-    wrong = ["aws_infra_admin_cidr='198.51.100.7' is not an IP network", "aws_infra_private_subnet_cidr=10.50.1.0/24 is not inside",
-             "aws_infra_worker_count=20: set aws_infra_worker_count from 1 to 16"]
-    output = run.stdout + run.stderr  # ansible-core 2.19 prints the failure on stderr
-    where = [output.find(message) for message in wrong]
-    assert -1 not in where and where == sorted(where), (where, output[-3000:])
-    for good in ("aws_infra_region is", "aws_infra_cluster_name=", "aws_infra_key_name is", "aws_infra_vpc_cidr='",
-                 "aws_infra_public_subnet_cidr=", "aws_infra_rpc_port=", "aws_infra_vpc_id and"):
-        assert good not in output, (good, output[-3000:])
-
-
-def test_no_credentials_is_refused_with_what_to_set():
-    env = {key: value for key, value in ENV.items() if not key.startswith("AWS_") or key == "AWS_URL"}
-    env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
-    run = playbook("provision.yml", BASE, env=env)
-    output = run.stdout + run.stderr
-    assert run.returncode != 0 and "No usable AWS credentials" in output and "AWS_PROFILE" in output
-
-
 def test_scaling_adds_and_removes_workers():
     for count in (3, 2):
         run = playbook("provision.yml", dict(BASE, aws_infra_worker_count=count))
@@ -222,11 +128,11 @@ def test_scaling_adds_and_removes_workers():
 
 
 def test_check_mode_against_an_empty_account_changes_nothing():
-    before = account_counts()
+    before = moto_aws.account_counts(ec2())
     run = playbook("provision.yml", dict(BASE, aws_infra_cluster_name="empty-check"), "--check")
     assert run.returncode == 0, run.stdout[-3000:]
     assert "check mode: would create VPC empty-check" in run.stdout
-    assert account_counts() == before
+    assert moto_aws.account_counts(ec2()) == before
 
 
 def test_teardown_removes_the_cluster_and_spares_the_decoys():

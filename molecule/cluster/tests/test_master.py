@@ -684,12 +684,6 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
              "bench_results_dir": str(tmp_path), "bench_concurrency": [1, 2], "bench_concurrency_requests": 1,
              "bench_concurrency_tokens": 8}
     command = ["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "bench.yml")]
-    bad = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_concurrency=[0, 2], bench_concurrency_tokens=0))],
-                         capture_output=True, text=True, timeout=300, check=False)
-    output = bad.stdout + bad.stderr  # ansible-core 2.19+ prints a task's failure on stderr too
-    assert bad.returncode != 0 and ("bench_concurrency=[0, 2]: list numbers of clients of 1 or more, or none (no measurement). "
-                                    "bench_concurrency_tokens=0: set it to 1 or more.") in output, output[-3000:]
-    assert "bench_repetitions=" not in output and "PLAY RECAP" in output  # only the wrong ones are named
     first = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_name="first"))], capture_output=True, text=True,
                            timeout=1200, check=False)
     assert first.returncode == 0, first.stdout[-4000:]
