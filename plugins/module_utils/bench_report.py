@@ -11,7 +11,7 @@ A result file (JSON) holds:
              <state>_cache_bytes_written (measured); master_read_hash_ms and hashed_bytes (the master's own part of every
              load, measured), worker_cache_write_mb_s (measured), staging_ms and staging_bytes (the staging before the
              staged load); breakdown and summary, worked out here from those (load_breakdown)
-    network: {raw_tcp_mbit_per_s, path}
+    network: {raw_tcp_mbit_per_s, tool (what measured it, e.g. iperf 3.12), path}
     concurrency: {slots, requests_per_client, max_tokens, levels: [{clients, requests, failed, completion_tokens, seconds,
              tokens_per_second, ttft_ms_p50, ttft_ms_p95, latency_ms_p50, latency_ms_p95}]} (llama_server_bench)
     cluster, build, model, settings, started_at, finished_at
@@ -138,9 +138,10 @@ def markdown(results):
     network = results.get("network")
     if network:
         lines += ["", "## Network", "",
-                  "Raw TCP on the same path (%s): %.0f Mbit/s. The cold load moved the model at %.0f Mbit/s, %.0f%% of that."
-                  % (network.get("path", "master -> worker"), network["raw_tcp_mbit_per_s"],
-                     load.get("cold_mbit_per_s", 0) if load else 0, 100 * network.get("load_fraction_of_line_rate", 0))]
+                  "Raw TCP on the same path (%s, %s): %.0f Mbit/s." % (network.get("path", "master -> worker"),
+                                                                      network.get("tool", "measured"), network["raw_tcp_mbit_per_s"])
+                  + (" The cold load moved the model at %.0f Mbit/s, %.0f%% of that."
+                     % (load["cold_mbit_per_s"], 100 * network.get("load_fraction_of_line_rate", 0)) if (load or {}).get("cold_mbit_per_s") else "")]
     return "\n".join(lines) + "\n"
 
 

@@ -696,6 +696,11 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     assert counts == [0, 1, 2], counts
     assert all(run["tokens_per_second"] > 0 for run in result["runs"])
     assert measured["load"]["cold_bytes_sent"] > 0 and measured["network"]["raw_tcp_mbit_per_s"] > 0
+    # iperf3 measured it: on the first worker, which has no package mirror, from the packages the master fetched for it
+    assert measured["network"]["tool"].startswith("iperf 3"), measured["network"]
+    first_worker = worker(RUNNER.get_hosts("llama_workers")[0])
+    assert measured["network"]["path"].endswith(" -> " + RUNNER.get_hosts("llama_workers")[0])
+    assert first_worker.package("iperf3").is_installed and first_worker.package("libiperf0").is_installed
     # The staged load: the workers' caches were filled before it (by rpc_master's staging), so it sends hashes and
     # stores nothing; the cold one stores what the staging sent.
     load = measured["load"]
