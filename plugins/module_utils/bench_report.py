@@ -137,11 +137,12 @@ def markdown(results):
     lines += concurrency_markdown(results.get("concurrency"))
     network = results.get("network")
     if network:
-        lines += ["", "## Network", "",
-                  "Raw TCP on the same path (%s, %s): %.0f Mbit/s." % (network.get("path", "master -> worker"),
-                                                                      network.get("tool", "measured"), network["raw_tcp_mbit_per_s"])
-                  + (" The cold load moved the model at %.0f Mbit/s, %.0f%% of that."
-                     % (load["cold_mbit_per_s"], 100 * network.get("load_fraction_of_line_rate", 0)) if (load or {}).get("cold_mbit_per_s") else "")]
+        raw = "Raw TCP on the same path (%s, %s): %.0f Mbit/s." % (
+            network.get("path", "master -> worker"), network.get("tool", "measured"), network["raw_tcp_mbit_per_s"])
+        if (load or {}).get("cold_mbit_per_s"):
+            raw += " The cold load moved the model at %.0f Mbit/s, %.0f%% of that." % (
+                load["cold_mbit_per_s"], 100 * network.get("load_fraction_of_line_rate", 0))
+        lines += ["", "## Network", "", raw]
     return "\n".join(lines) + "\n"
 
 
