@@ -61,6 +61,8 @@ def describe(value):
         "text": text,
         "version": parsed.version,
         "network": getattr(parsed, "num_addresses", 1) > 1,
+        # as a network in CIDR form (one address as its /32 or /128), as security groups and firewalls take it
+        "cidr": str(ipaddress.ip_network(parsed)),
         "unspecified": address.is_unspecified,
         "loopback": address.is_loopback,
         # how it is written before ':port' in an endpoint or a URL
@@ -107,6 +109,9 @@ def _check(checked, by_name):
         if spec.get("version") and one.version != int(spec["version"]):
             reason = spec.get("version_reason") or "give an %s value" % FAMILY[int(spec["version"])]
             return "%s is %s; %s" % (shown, FAMILY[one.version], reason)
+        if spec.get("private") and not one.is_private:
+            reason = spec.get("private_reason") or "give a private (RFC 1918) address or network"
+            return "%s is public; %s" % (shown, reason)
         if spec.get("prefix") and checked.kind == "network":
             low, high = (int(bound) for bound in spec["prefix"])
             if not low <= one.prefixlen <= high:
@@ -136,7 +141,7 @@ def problems(specs):
     Each spec: name (the variable), value, kind ('address', 'network' or 'sources': a list of addresses or networks),
     and optionally version (4 or 6) with version_reason, prefix ([low, high], networks) with prefix_reason, within (the
     name of an earlier network spec this one must lie inside), disjoint (names of earlier specs it must not overlap),
-    empty_fix (what to write when it is empty).
+    private (every value a private address or network) with private_reason, empty_fix (what to write when it is empty).
     """
     found, by_name = [], {}
     for spec in specs:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import boto3
 
-from tests.tools import moto_aws
-
 testinfra_hosts = ["ansible://aws-controller?ansible_inventory=" + os.environ["MOLECULE_INVENTORY_FILE"]]
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(ROOT))
+from tests.tools import moto_aws  # noqa: E402  pylint: disable=wrong-import-position
 ENDPOINT = "http://127.0.0.1:5123"
 REGION = "us-east-1"
 CLUSTER = "molecule-llama"
@@ -21,8 +21,10 @@ TAG = "graviton.llama_rpc/cluster"
 ENV = dict(os.environ, AWS_URL=ENDPOINT, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
 BASE = {"aws_infra_region": REGION, "aws_infra_cluster_name": CLUSTER, "aws_infra_admin_cidr": "198.51.100.7/32",
         "aws_infra_key_name": "molecule-key", "aws_infra_wait_for_ssh": False, "aws_infra_placement_group_managed": False,
-        "aws_infra_rpc_port": 50099}
+        "aws_infra_rpc_port": 50099, "aws_infra_server_port": 8099,
+        "aws_infra_server_allowed_sources": ["10.42.0.0/16", "10.60.0.7"]}
 RPC_PORT = 50099  # not llama.cpp's default: it must reach the security group, the workers' tag and the inventory
+SERVER_PORT = 8099  # not llama-server's default (8080): the same for the master's group, tag and inventory
 
 
 def ec2():
@@ -63,6 +65,11 @@ def test_rpc_port_only_from_the_master_group_and_nothing_open_to_the_world():
     assert [pair["GroupId"] for pair in rpc[0]["UserIdGroupPairs"]] == [master["GroupId"]]
     ssh = [rule for rule in master["IpPermissions"] if rule.get("FromPort") == 22]
     assert [r["CidrIp"] for r in ssh[0]["IpRanges"]] == ["198.51.100.7/32"]
+    # llama-server only from the private sources given (one address as its /32), and nothing else on the master
+    server = [rule for rule in master["IpPermissions"] if rule.get("FromPort") == SERVER_PORT]
+    assert len(server) == 1 and server[0]["ToPort"] == SERVER_PORT, master["IpPermissions"]
+    assert sorted(r["CidrIp"] for r in server[0]["IpRanges"]) == ["10.42.0.0/16", "10.60.0.7/32"], server
+    assert sorted(rule.get("FromPort") for rule in master["IpPermissions"]) == [22, SERVER_PORT], master["IpPermissions"]
     for group in found.values():
         for rule in group["IpPermissions"]:
             assert all(r["CidrIp"] != "0.0.0.0/0" for r in rule.get("IpRanges", [])), (group["GroupName"], rule)
@@ -102,8 +109,9 @@ def test_inventory_plugin_graph():
     assert "decoy" not in graph
 
 
-def test_inventory_plugin_hands_the_rpc_port_to_the_workers():
-    """The port the security group admits is the one rpc_worker listens on and the worker list names."""
+def test_inventory_plugin_hands_the_rpc_port_to_the_workers_and_the_server_port_to_the_master():
+    """The port the workers' security group admits is the one rpc_worker listens on and the worker list names; the
+    port the master's admits is the one llama-server listens on."""
     result = subprocess.run(["ansible-inventory", "-i", str(ROOT / "inventories" / "aws" / "aws_ec2.yml"), "--list"],
                             capture_output=True, text=True, env=ENV, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
@@ -117,6 +125,11 @@ def test_inventory_plugin_hands_the_rpc_port_to_the_workers():
     assert all(port is None for name, port in ports.items() if "-master-" in name), ports
     for worker in instances("workers"):
         assert {tag["Key"]: tag["Value"] for tag in worker["Tags"]}["graviton.llama_rpc/rpc_port"] == str(RPC_PORT)
+    served = {name: variables.get("rpc_master_server_port") for name, variables in hostvars.items() if "decoy" not in name}
+    served = {name: int(value["__ansible_unsafe"] if isinstance(value, dict) else value) if value is not None else None
+              for name, value in served.items()}
+    assert [port for name, port in served.items() if "-master-" in name] == [SERVER_PORT], served
+    assert all(port is None for name, port in served.items() if "-workers-" in name), served
 
 
 def test_scaling_adds_and_removes_workers():

@@ -91,6 +91,13 @@ BAD_ADDRESSES = {
     "VPC with host bits": ({"aws_infra_vpc_cidr": "10.42.0.1/16"}, "aws_infra_vpc_cidr='10.42.0.1/16' is not an IP network"),
     "subnet outside the VPC": ({"aws_infra_public_subnet_cidr": "10.43.0.0/24"},
                                "aws_infra_public_subnet_cidr=10.43.0.0/24 is not inside aws_infra_vpc_cidr=10.42.0.0/16"),
+    "public source for llama-server": ({"aws_infra_server_allowed_sources": ["10.42.0.0/16", "52.94.0.0/16"]},
+                                       "aws_infra_server_allowed_sources entry '52.94.0.0/16' is public; llama-server "
+                                       "speaks plain HTTP"),
+    "llama-server open to the world": ({"aws_infra_server_allowed_sources": ["0.0.0.0/0"]},
+                                       "aws_infra_server_allowed_sources entry '0.0.0.0/0' is public"),
+    "server port on the RPC port": ({"aws_infra_server_port": 50099},
+                                    "aws_infra_server_port=50099: set it from 1 to 65535, other than SSH (22) and the RPC port."),
     "overlapping subnets": ({"aws_infra_private_subnet_cidr": "10.42.0.0/25"},
                             "aws_infra_private_subnet_cidr=10.42.0.0/25 overlaps aws_infra_public_subnet_cidr=10.42.0.0/24"),
 }
@@ -102,7 +109,7 @@ def test_each_bad_address_input_is_refused_by_name_before_anything_is_created(aw
 
 def test_a_refusal_names_only_the_wrong_inputs_in_the_order_they_are_set(aws):
     run = playbook(aws, dict(BASE, aws_infra_admin_cidr="198.51.100.7", aws_infra_private_subnet_cidr="10.50.1.0/24",
-                                         aws_infra_worker_count=20))
+                             aws_infra_worker_count=20))
     assert run.returncode != 0
     wrong = ["aws_infra_admin_cidr='198.51.100.7' is not an IP network", "aws_infra_private_subnet_cidr=10.50.1.0/24 is not inside",
              "aws_infra_worker_count=20: set aws_infra_worker_count from 1 to 16"]

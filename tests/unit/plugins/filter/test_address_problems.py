@@ -90,6 +90,16 @@ def test_sources_take_addresses_and_networks_and_name_the_bad_entry():
     assert "must be a list" in problem(spec, "10.0.0.5")
 
 
+def test_private_only_refuses_a_public_entry_with_the_reason():
+    spec = {"name": "aws_infra_server_allowed_sources", "kind": "sources", "version": 4, "private": True,
+            "private_reason": "admit private networks only."}
+    assert address_problems([dict(spec, value=["10.42.0.0/16", "192.168.1.7", "172.16.0.0/12"])]) == []
+    assert address_problems([dict(spec, value=["10.42.0.0/16", "52.94.0.0/16"])]) == [
+        "aws_infra_server_allowed_sources entry '52.94.0.0/16' is public; admit private networks only."]
+    assert address_problems([dict(spec, value=["0.0.0.0/0"])]) == [
+        "aws_infra_server_allowed_sources entry '0.0.0.0/0' is public; admit private networks only."]
+
+
 def test_a_spec_of_an_unknown_kind_is_a_programming_error():
     with pytest.raises(AnsibleFilterError, match="use one of address, network, sources"):
         address_problems([{"name": "x", "kind": "hostname", "value": "a"}])

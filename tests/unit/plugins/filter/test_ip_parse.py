@@ -8,16 +8,16 @@ from jinja2.runtime import Undefined
 
 @pytest.mark.parametrize("value, expected", [
     ("10.0.0.5", {"text": "10.0.0.5", "version": 4, "network": False, "unspecified": False, "loopback": False,
-                  "url_host": "10.0.0.5"}),
+                  "url_host": "10.0.0.5", "cidr": "10.0.0.5/32"}),
     ("fd00::0005", {"text": "fd00::5", "version": 6, "network": False, "unspecified": False, "loopback": False,
-                    "url_host": "[fd00::5]"}),
+                    "url_host": "[fd00::5]", "cidr": "fd00::5/128"}),
     ("0.0.0.0", {"text": "0.0.0.0", "version": 4, "network": False, "unspecified": True, "loopback": False,
-                 "url_host": "0.0.0.0"}),
-    ("::1", {"text": "::1", "version": 6, "network": False, "unspecified": False, "loopback": True, "url_host": "[::1]"}),
+                 "url_host": "0.0.0.0", "cidr": "0.0.0.0/32"}),
+    ("::1", {"text": "::1", "version": 6, "network": False, "unspecified": False, "loopback": True, "url_host": "[::1]", "cidr": "::1/128"}),
     ("10.1.0.0/16", {"text": "10.1.0.0/16", "version": 4, "network": True, "unspecified": False, "loopback": False,
-                     "url_host": "10.1.0.0/16"}),
+                     "url_host": "10.1.0.0/16", "cidr": "10.1.0.0/16"}),
     ("10.1.0.9/32", {"text": "10.1.0.9/32", "version": 4, "network": False, "unspecified": False, "loopback": False,
-                     "url_host": "10.1.0.9/32"}),
+                     "url_host": "10.1.0.9/32", "cidr": "10.1.0.9/32"}),
 ])
 def test_ip_parse(value, expected):
     assert ip_parse(value) == expected
