@@ -193,7 +193,10 @@ def compare(before, after):
     for clients in sorted(set(rates_before) & set(rates_after)):
         rows.append(("llama-server, %d client%s, tokens/s" % (clients, "s" * (clients > 1)), rates_before[clients], rates_after[clients]))
     if "raw_tcp_mbit_per_s" in before.get("network", {}) and "raw_tcp_mbit_per_s" in after.get("network", {}):
-        rows.append(("raw TCP Mbit/s", before["network"]["raw_tcp_mbit_per_s"], after["network"]["raw_tcp_mbit_per_s"]))
+        # results written before 0.4.0 name no tool: a Python sender measured them
+        tools = [results["network"].get("tool", "a Python sender") for results in (before, after)]
+        rows.append(("raw TCP Mbit/s" + ("" if tools[0] == tools[1] else " (%s -> %s: another tool)" % tuple(tools)),
+                     before["network"]["raw_tcp_mbit_per_s"], after["network"]["raw_tcp_mbit_per_s"]))
     if not rows:
         raise BenchError("the two result files have no figure in common")
     result = [{"figure": name, "before": old, "after": new, "ratio": round(float(new) / old, 3) if old else None}

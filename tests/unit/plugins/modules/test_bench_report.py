@@ -77,6 +77,17 @@ def test_compare_prints_ratios():
     assert "tg32, 2 workers tokens/s" in text and "x1.5" in text
 
 
+def test_compare_says_when_raw_tcp_was_measured_by_another_tool():
+    before, after = results(), results()
+    after["network"] = dict(after["network"], tool="iperf 3.12", raw_tcp_mbit_per_s=10000.0)
+    rows, _text = bench_report.compare(before, after)
+    assert [row["figure"] for row in rows if row["figure"].startswith("raw TCP")] == [
+        "raw TCP Mbit/s (a Python sender -> iperf 3.12: another tool)"]
+    before["network"] = dict(before["network"], tool="iperf 3.12")
+    rows, _text = bench_report.compare(before, after)
+    assert {row["figure"]: row["ratio"] for row in rows}["raw TCP Mbit/s"] == 0.5
+
+
 def test_compare_needs_common_figures():
     with pytest.raises(bench_report.BenchError, match="no figure in common"):
         bench_report.compare({"runs": []}, {"runs": []})
