@@ -12,7 +12,6 @@ running(port) does the same from a test, and account_counts(ec2) is what a refus
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -72,19 +71,14 @@ def serve(port, pidfile=None):
 @contextlib.contextmanager
 def running(port):
     """This server in a child process on 127.0.0.1:PORT, until the block ends. Yields its endpoint URL."""
+    # here, not at the top: the server itself (python -m tests.tools.moto_aws) runs without the collection importable
+    from tests.tools.llama_cpp import wait_for_port  # pylint: disable=import-outside-toplevel
+
     root = Path(__file__).resolve().parents[2]
     server = subprocess.Popen([sys.executable, "-m", "tests.tools.moto_aws", str(port)], cwd=root,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto did not start on port {port}") from None
-                time.sleep(0.2)
+        wait_for_port(port, server)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
