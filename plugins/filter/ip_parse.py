@@ -34,8 +34,8 @@ RETURN = r"""
 _value:
   description:
     - C(text), the canonical form; C(version), 4 or 6; C(network), whether it is a network of more than one address;
-      C(unspecified) (C(0.0.0.0), C(::)); C(loopback); C(url_host), the form before C(:port) (IPv6 in brackets); C(cidr), the value as a network in CIDR
-      form (one address as its /32 or /128).
+      C(unspecified) (C(0.0.0.0), C(::)); C(loopback); C(url_host), the form before C(:port) (IPv6 in brackets);
+      C(cidr), the value as a network in CIDR form (one address as its /32 or /128).
   type: dict
 """
 
