@@ -89,10 +89,11 @@ def throwaway_host(name, network, directory, volumes=None):
         remove(client, [container], network)
 
 
-def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None):
-    """ansible-playbook with extra vars (as JSON), only the given tags if any; returns the CompletedProcess (text)."""
+def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None, limit=None):
+    """ansible-playbook with extra vars (as JSON), only the given tags and hosts if any; returns the CompletedProcess
+    (text)."""
     return subprocess.run(["ansible-playbook", "-i", str(inventory_path), str(playbook), "-e", json.dumps(extra_vars)]
-                          + (["--tags", tags] if tags else []),
+                          + (["--tags", tags] if tags else []) + (["--limit", limit] if limit else []),
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -87,3 +87,15 @@ def test_two_bad_addresses_are_named_together_and_nothing_else(host):
     assert result.returncode != 0 and untouched
     assert "rpc_worker_bind_address='10.0.0.5/24'" in result.stdout and "entry 'fd00::1/64'" in result.stdout, result.stdout[-3000:]
     assert "'10.9.9.9'" not in result.stdout, "a good source was named"
+
+
+def test_a_master_group_of_several_clusters_is_refused(host, tmp_path):
+    """An inventory of two clusters whose workers were not given their own master's group: the worker would let
+    both masters in, so it refuses, naming both and the settings that fix it."""
+    container, _inventory = host
+    inventory = containers.inventory(tmp_path / "two-masters.ini", [container.name])
+    inventory.write_text(inventory.read_text() + "[llama_master]\nmaster-a ansible_host=10.9.8.1\nmaster-b ansible_host=10.9.8.2\n")
+    result = containers.run_playbook(inventory, PLAYBOOK, dict(BASE, rpc_worker_allowed_sources=[]), limit=container.name)
+    untouched = container.exec_run(["sh", "-c", "! getent passwd llama-rpc && ! test -e /etc/llama-rpc-worker"]).exit_code == 0
+    assert_refused("two masters", result, ["Group 'llama_master' holds master-a, master-b", "rpc_master_group and rpc_master_worker_group"],
+                   untouched)
