@@ -30,9 +30,12 @@ from tests.tools import fault_injection, llama_cpp  # noqa: E402  pylint: disabl
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
-testinfra_hosts = RUNNER.get_hosts("llama_master")
+# The scenario holds two clusters (molecule.yml): these tests are about cluster_a; test_gateway.py uses both.
+CLUSTER, MASTER_GROUP, WORKER_GROUP = "cluster_a", "cluster_a_master", "cluster_a_workers"
+testinfra_hosts = RUNNER.get_hosts(MASTER_GROUP)
+[MASTER] = testinfra_hosts
 RESULTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "results"
-RPC_PORT = RUNNER.get_variables(RUNNER.get_hosts("llama_workers")[0])["rpc_worker_port"]  # molecule.yml: not the default
+RPC_PORT = RUNNER.get_variables(RUNNER.get_hosts(WORKER_GROUP)[0])["rpc_worker_port"]  # molecule.yml: not the default
 MODEL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "tiny.gguf"
 KEY = "molecule-test-key"
 WORKER_UNIT = "llama-rpc-worker@main.service"
@@ -94,14 +97,14 @@ def wait_until_serving(host, timeout=180):
 
 
 def latest_result():
-    files = sorted(glob.glob(str(RESULTS / "infer-*.json")))
+    files = sorted(glob.glob(str(RESULTS / f"infer-{MASTER}-[0-9]*.json")))
     return (json.loads(Path(files[-1]).read_text()), len(files)) if files else (None, 0)
 
 
 def infer(*extra_vars, env=None):
     """playbooks/infer.yml against this scenario's inventory (verbose: every task's result is printed unless
     no_log hides it); returns the CompletedProcess."""
-    command = ["ansible-playbook", "-v", "-i", INVENTORY, str(ROOT / "playbooks" / "infer.yml")]
+    command = ["ansible-playbook", "-v", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "infer.yml")]
     for extra in extra_vars:
         command += ["-e", json.dumps(extra)]
     return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=env)
@@ -146,14 +149,14 @@ def test_example_pipeline_accepts_the_result():
 def test_worker_list_is_what_the_server_reads(host):
     workers = host.file("/etc/llama-rpc/workers").content_string.strip()
     assert f"LLAMA_ARG_RPC={workers}\n" in host.file("/etc/llama-rpc/server.env").content_string
-    names = RUNNER.get_hosts("llama_workers")
+    names = RUNNER.get_hosts(WORKER_GROUP)
     addresses = [worker(name).interface.default().addresses[0] for name in names]
     assert workers == ",".join(f"{address}:{RPC_PORT}" for address in addresses)
 
 
 def test_the_rpc_port_reaches_units_and_firewalls():
     """The scenario's one rpc_worker_port: what each worker's unit listens on and what its firewall opens."""
-    for name in RUNNER.get_hosts("llama_workers"):
+    for name in RUNNER.get_hosts(WORKER_GROUP):
         node = worker(name)
         address = node.interface.default().addresses[0]
         assert node.socket(f"tcp://{address}:{RPC_PORT}").is_listening
@@ -200,12 +203,12 @@ def planned_shares(host):
     """What the saved plan puts in each worker's cache: worker name -> set of cache file names."""
     plan = json.loads(host.file(MASTER_STATE).content_string)
     return {name: set(plan["cached_hashes"].get(f"{worker(name).interface.default().addresses[0]}:{RPC_PORT}", []))
-            for name in RUNNER.get_hosts("llama_workers")}
+            for name in RUNNER.get_hosts(WORKER_GROUP)}
 
 
 def deploy(*extra_vars):
     """deploy.yml's master part (--tags rpc_master: the builds and the workers are as the scenario left them)."""
-    command = ["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "deploy.yml"), "--tags", "rpc_master"]
+    command = ["ansible-playbook", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "deploy.yml"), "--tags", "rpc_master"]
     for extra in extra_vars:
         command += ["-e", json.dumps(extra)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
@@ -220,7 +223,7 @@ def test_workers_caches_hold_exactly_their_share(host):
     header = gguf.read_header(MODEL)
     expected = {tensor["size"] for tensor in tensor_cache.hashed_tensors(header)}
     everything = []
-    for name in RUNNER.get_hosts("llama_workers"):
+    for name in RUNNER.get_hosts(WORKER_GROUP):
         files = cached_files(name)
         assert sorted(files) == sorted(shares[name]), (name, files, shares)
         assert set(files.values()) <= expected and len(files) > 0
@@ -250,7 +253,7 @@ def test_a_damaged_cache_is_found_by_the_guard_or_the_next_deploy_and_repaired(h
     removes the altered file within seconds, the next deploy finds the truncated one (bytes against names), and stages
     both again; greedy generation gives the same tokens as before."""
     before = greedy(host)
-    first, second = RUNNER.get_hosts("llama_workers")
+    first, second = RUNNER.get_hosts(WORKER_GROUP)
     truncated = sorted(cached_files(first))[0]
     altered = sorted(cached_files(second))[0]
     since = worker(second).check_output("date +%s")
@@ -281,7 +284,7 @@ def test_a_full_cache_disk_leaves_the_worker_up_and_no_short_file_for_a_load(hos
     the full disk left short and says in the journal what to free, and the next load gives the same tokens as before
     (filled from the short file, its tensor would be wrong)."""
     before = greedy(host)
-    name = RUNNER.get_hosts("llama_workers")[1]
+    name = RUNNER.get_hosts(WORKER_GROUP)[1]
     node = worker(name)
     sizes = sorted(cached_files(name).values())
     room_kib = (sum(sizes) - sizes[0] // 2) // 1024  # the share less half a file: the last file written is left short
@@ -320,7 +323,7 @@ def test_a_removed_model_leaves_nothing_in_the_caches(host, tmp_path):
     """A second model deployed, then the first again: the second one's cache files are gone from every worker."""
     other = tiny_model.write_model(tmp_path / "other.gguf", embd=256, layers=2, ff=10752, seed=7)
     subprocess.run(["docker", "cp", str(other), f"{host.backend.get_hostname()}:/srv/other.gguf"], check=True)
-    workers = RUNNER.get_hosts("llama_workers")
+    workers = RUNNER.get_hosts(WORKER_GROUP)
     first_model = {name: set(cached_files(name)) for name in workers}
     try:
         deploy({"rpc_master_model_src": "/srv/other.gguf", "rpc_master_model_sha256": ""})
@@ -403,7 +406,7 @@ def test_server_is_private_hardened_and_keeps_the_key_secret(host):
 
 def test_server_recovers_after_a_worker_dies(host):
     wait_until_serving(host)
-    second = worker(RUNNER.get_hosts("llama_workers")[1])
+    second = worker(RUNNER.get_hosts(WORKER_GROUP)[1])
     started = time.monotonic()
     second.check_output(f"systemctl kill -s KILL {WORKER_UNIT}")
     answer = wait_until_serving(host, timeout=180)
@@ -436,7 +439,7 @@ def test_a_stalled_worker_never_hangs_a_client_and_the_cluster_comes_back(host, 
     """llama.cpp's RPC client would wait on a stalled worker without end, and every client with it. The watchdog
     restarts llama-server, which ends every request in flight; the server serves again once the fault ends."""
     wait_until_serving(host)
-    second = worker(RUNNER.get_hosts("llama_workers")[1])
+    second = worker(RUNNER.get_hosts(WORKER_GROUP)[1])
     url, results, stop = server_url(host), [], threading.Event()
     fault_at = time.monotonic() + 3
     until = fault_at + FAULT_SECONDS + BACK_WITHIN
@@ -474,7 +477,7 @@ def test_a_stalled_worker_never_hangs_a_client_and_the_cluster_comes_back(host, 
 
 
 def test_preflight_refuses_a_stopped_worker(host):
-    second = worker(RUNNER.get_hosts("llama_workers")[1])
+    second = worker(RUNNER.get_hosts(WORKER_GROUP)[1])
     _before, count = latest_result()
     second.check_output(f"systemctl stop {WORKER_UNIT}")
     try:
@@ -548,8 +551,8 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     rpc_worker role restarts the worker on the build that is current (it ran the old one before), and setting the old
     pin back (deploy.yml on the whole cluster) switches back to the kept build without compiling or receiving it, with
     llama-server stopped before the worker restarts and started once after it."""
-    name = RUNNER.get_hosts("llama_workers")[1]
-    master = RUNNER.get_hosts("llama_master")[0]
+    name = RUNNER.get_hosts(WORKER_GROUP)[1]
+    master = MASTER
     node = worker(name)
     archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
     other_archive, other_sha256 = llama_cpp.patched_archive(tmp_path)
@@ -576,7 +579,7 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     finally:
         since = host.check_output("date +%s")
         restarts = host.check_output("systemctl show -p NRestarts --value llama-server")
-        back = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "deploy.yml")],
+        back = subprocess.run(["ansible-playbook", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "deploy.yml")],
                               capture_output=True, text=True, timeout=1800, check=False)
     assert other.returncode == 0, other.stdout[-3000:]
     assert back.returncode == 0, back.stdout[-3000:]
@@ -683,7 +686,7 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     quick = {"bench_n_prompt": [16], "bench_n_gen": [8], "bench_repetitions": 1, "bench_tcp_megabytes": 64,
              "bench_results_dir": str(tmp_path), "bench_concurrency": [1, 2], "bench_concurrency_requests": 1,
              "bench_concurrency_tokens": 8}
-    command = ["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "bench.yml")]
+    command = ["ansible-playbook", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "bench.yml")]
     first = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_name="first"))], capture_output=True, text=True,
                            timeout=1200, check=False)
     assert first.returncode == 0, first.stdout[-4000:]
@@ -698,8 +701,8 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     assert measured["load"]["cold_bytes_sent"] > 0 and measured["network"]["raw_tcp_mbit_per_s"] > 0
     # iperf3 measured it: on the first worker, which has no package mirror, from the packages the master fetched for it
     assert measured["network"]["tool"].startswith("iperf 3"), measured["network"]
-    first_worker = worker(RUNNER.get_hosts("llama_workers")[0])
-    assert measured["network"]["path"].endswith(" -> " + RUNNER.get_hosts("llama_workers")[0])
+    first_worker = worker(RUNNER.get_hosts(WORKER_GROUP)[0])
+    assert measured["network"]["path"].endswith(" -> " + RUNNER.get_hosts(WORKER_GROUP)[0])
     assert first_worker.package("iperf3").is_installed and first_worker.package("libiperf0").is_installed
     # The staged load: the workers' caches were filled before it (by rpc_master's staging), so it sends hashes and
     # stores nothing; the cold one stores what the staging sent.
