@@ -117,6 +117,12 @@ def test_keys_are_kept_out_of_the_configuration_and_readable_by_root_only(gatewa
     assert gateway.host.service("llama-rpc-gateway").is_running
     journal = gateway.host.check_output("journalctl -u llama-rpc-gateway --no-pager -o cat")
     assert not any(key in journal for key in CLIENT_KEYS + [SERVER_KEY])
+    # It does log each request (so the check above has lines to look in): served by a cluster, or refused at the edge.
+    lines = journal.splitlines()
+    for master in MASTERS:
+        assert any(f" llama_servers/{master} " in line and ' 200 ' in line and '"POST /completion HTTP/1.1"' in line
+                   for line in lines), (master, journal[-2000:])
+    assert any(" llama_gateway/<NOSRV> " in line and " 401 " in line for line in lines), journal[-2000:]
 
 
 def test_a_stopped_cluster_is_taken_out_within_the_bound_and_back_when_it_serves(gateway):
