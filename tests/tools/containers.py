@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import tarfile
 import time
@@ -95,6 +96,11 @@ def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None, l
     return subprocess.run(["ansible-playbook", "-i", str(inventory_path), str(playbook), "-e", json.dumps(extra_vars)]
                           + (["--tags", tags] if tags else []) + (["--limit", limit] if limit else []),
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def changed_per_host(output):
+    """The play recap's changed count per host: {host: count}."""
+    return {name: int(changed) for name, changed in re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", output, re.M)}
 
 
 def task_output(output, task):

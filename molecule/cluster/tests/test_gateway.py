@@ -4,10 +4,9 @@ within the documented health bound, no request fails after it, and it gets reque
 
 import json
 import os
-import re
 import socket
-import subprocess
 import ssl
+import sys
 import threading
 import time
 import urllib.error
@@ -19,6 +18,9 @@ import pytest
 import testinfra.utils.ansible_runner
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(ROOT))
+from tests.tools import containers  # noqa: E402  pylint: disable=wrong-import-position
+
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("llama_gateway")
@@ -69,11 +71,9 @@ def test_requests_spread_over_both_clusters_with_the_same_greedy_tokens(gateway)
 def test_gateway_yml_alone_reads_what_the_masters_published_and_changes_nothing():
     """site.yml gave the gateway the masters' addresses from rpc_master's facts of that run; gateway.yml alone reads
     them from the masters' local facts, and finds the same configuration."""
-    run = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(ROOT / "playbooks" / "gateway.yml")],
-                         capture_output=True, text=True, timeout=600, check=False)
+    run = containers.run_playbook(INVENTORY, ROOT / "playbooks" / "gateway.yml", {})
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    recap = dict(re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", run.stdout, re.M))
-    assert recap == {testinfra_hosts[0]: "0"}, run.stdout[-3000:]
+    assert containers.changed_per_host(run.stdout) == {testinfra_hosts[0]: 0}, run.stdout[-3000:]
     assert "TASK [graviton.llama_rpc.gateway : Read the masters' published state]" in run.stdout
 
 

@@ -552,13 +552,12 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     pin back (deploy.yml on the whole cluster) switches back to the kept build without compiling or receiving it, with
     llama-server stopped before the worker restarts and started once after it."""
     name = RUNNER.get_hosts(WORKER_GROUP)[1]
-    master = MASTER
     node = worker(name)
     archive, sha256 = os.environ["LLAMA_RPC_TEST_ARCHIVE"], os.environ["LLAMA_RPC_TEST_ARCHIVE_SHA256"]
     other_archive, other_sha256 = llama_cpp.patched_archive(tmp_path)
     # The build and the worker roles on that worker, as deploy.yml runs them (the master's facts are its firewall's).
     play = tmp_path / "worker.yml"
-    play.write_text(yaml.safe_dump([{"name": "Master facts", "hosts": "llama_master", "gather_facts": True},
+    play.write_text(yaml.safe_dump([{"name": "Master facts", "hosts": MASTER_GROUP, "gather_facts": True},
                                     {"name": "Worker", "hosts": name,
                                      "roles": ["graviton.llama_rpc.llama_build", "graviton.llama_rpc.rpc_worker"]}]))
     # The worker's part that names its build (its settings, and the restart they notify), after its checks.
@@ -584,7 +583,7 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     assert other.returncode == 0, other.stdout[-3000:]
     assert back.returncode == 0, back.stdout[-3000:]
     # Both sources are named; the labels (release b11312, the same commit) are the same and do not hide it.
-    assert_refused(host, run, "Mixed llama.cpp builds", f"{master}: archive {archive} (sha256 {sha256[:12]})",
+    assert_refused(host, run, "Mixed llama.cpp builds", f"{MASTER}: archive {archive} (sha256 {sha256[:12]})",
                    f"{name}: archive {other_archive} (sha256 {other_sha256[:12]})")
     assert latest_result()[1] == count
     # The rpc_worker role restarted the worker on the new build (llama_build only installs it), and on the kept one.
@@ -599,7 +598,7 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
                                                   "switch build (it starts once, on the new build, after the workers)")
     journal = host.check_output(f"journalctl -u llama-server --since @{since} --no-pager -o cat")
     starts = [line for line in journal.splitlines() if line.startswith("Started ")]
-    assert f"changed: [{master}]" in stopped, stopped
+    assert f"changed: [{MASTER}]" in stopped, stopped
     assert len(starts) == 1, journal[-3000:]
     assert host.check_output("systemctl show -p NRestarts --value llama-server") == restarts, journal[-3000:]
     print(f"mixed builds: worker {name} restarted on {other_build_id} and back on {first_build}, without a compile")

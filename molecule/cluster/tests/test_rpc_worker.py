@@ -126,7 +126,7 @@ def deploy_workers(extra_vars=None):
     run = containers.run_playbook(os.environ["MOLECULE_INVENTORY_FILE"], ROOT / "playbooks" / "deploy.yml", extra_vars or {},
                                   timeout=900, tags="rpc_worker", limit="cluster_a")
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    return {name: int(changed) for name, changed in re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", run.stdout, re.M)}
+    return containers.changed_per_host(run.stdout)
 
 
 # Last in this file: turning the watchdog off changes the workers' unit (one Wants= fewer), so they restart.
