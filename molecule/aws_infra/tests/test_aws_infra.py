@@ -132,6 +132,30 @@ def test_inventory_plugin_hands_the_rpc_port_to_the_workers_and_the_server_port_
     assert all(port is None for name, port in served.items() if "-workers-" in name), served
 
 
+def test_inventory_plugin_connects_as_ubuntu_with_sudo_and_the_workers_through_the_master():
+    """The connection variables the cluster scenario runs on (tests/unit/test_access_path.py), from the real aws_ec2
+    plugin: a YAML true in compose is dropped on ansible-core 2.19+, which left every task without sudo."""
+    result = subprocess.run(["ansible-inventory", "-i", str(ROOT / "inventories" / "aws" / "aws_ec2.yml"), "--list"],
+                            capture_output=True, text=True, env=ENV, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+
+    def plain(value):
+        return value["__ansible_unsafe"] if isinstance(value, dict) and "__ansible_unsafe" in value else value
+
+    hostvars = {name: {key: plain(value) for key, value in variables.items()}
+                for name, variables in json.loads(result.stdout)["_meta"]["hostvars"].items() if "decoy" not in name}
+    master_address = instances("master")[0]["PublicIpAddress"]
+    ours = {name: variables for name, variables in hostvars.items() if name.startswith(f"{CLUSTER}-")}
+    assert len(ours) == 3, sorted(hostvars)
+    for name, variables in ours.items():
+        assert variables["ansible_user"] == "ubuntu" and variables["ansible_become"] is True, (name, variables)
+        if "-master-" in name:
+            assert variables["ansible_host"] == master_address and variables["ansible_ssh_common_args"] == ""
+        else:
+            assert variables["ansible_host"] == variables["private_ip_address"]
+            assert variables["ansible_ssh_common_args"] == f"-o ProxyJump=ubuntu@{master_address}"
+
+
 def test_scaling_adds_and_removes_workers():
     for count in (3, 2):
         run = playbook("provision.yml", dict(BASE, aws_infra_worker_count=count))
