@@ -3,7 +3,8 @@
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.filter.reach_problem import reach_problem
 
-MASTER, WORKER = "203.0.113.10", "10.0.1.11"
+MASTER = "203.0.113.10"
+WORKER = "10.0.1.11"
 CHANGED = ("Failed to connect to the host via ssh: @@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\r\n"
            "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\r\n"
            "Host key for {} has changed and you have requested strict checking.\r\nHost key verification failed.")
