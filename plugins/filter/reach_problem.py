@@ -81,13 +81,15 @@ def reach_problem(result, host, address, user=""):
                     f"ProxyJump). ssh said: {_last_words(text)}")
         return f"{who} cannot be reached: {_last_words(text)}"
     if result.get("failed"):
-        if "password" in text.lower() and ("sudo" in text.lower() or "become" in text.lower()):
+        lowered = text.lower()
+        if "password" in lowered and ("sudo" in lowered or "become" in lowered):
             return (f"{who}: sudo asks {as_user} for a password. Give it (--ask-become-pass, or ansible_become_password "
                     f"from Ansible Vault), or let {as_user} use sudo without one, as Ubuntu's cloud image does "
                     f"(/etc/sudoers.d/90-cloud-init-users).")
         return f"{who}: a first command failed: {_last_words(text)}"
-    if str(result.get("stdout", "")).strip() != "0":
-        return (f"{who}: connected as {as_user} (uid {str(result.get('stdout', '')).strip() or '?'}), not as root, and "
+    uid = str(result.get("stdout", "")).strip()
+    if uid != "0":
+        return (f"{who}: connected as {as_user} (uid {uid or '?'}), not as root, and "
                 f"without become. Set ansible_become: true ({as_user} needs sudo), or connect as root.")
     return ""
 
