@@ -2,7 +2,8 @@
 # make demo / make demo-clean: the local llama.cpp cluster. A master and two workers as systemd
 # containers on this machine, a small demo model (random weights: it proves the plumbing, its text is
 # noise), llama.cpp built from the offline source, site.yml: deploy, one-shot inference, llama-server.
-# A re-run reuses the containers, the build and the model.
+# A re-run reuses the containers, the build and the model. Ansible reaches the containers with docker exec as root
+# (inventories/local), for speed: the SSH access path users have on AWS is the cluster scenario's (README).
 set -euo pipefail
 . "$(dirname "$0")/../tests/bed/lib.sh"
 cd "$REPO_ROOT"
@@ -26,6 +27,7 @@ demo_up() {
     key_file="$demo_dir/api-key"
     [ -s "$key_file" ] || (umask 077; python -c 'import secrets; print(secrets.token_urlsafe(24))' >"$key_file")
     started=$(date +%s)
+    say "make demo reaches its containers with docker exec as root, for speed; the AWS access path (SSH as ubuntu with sudo, the workers through the master) is the cluster scenario's (make test)"
     # The key goes in through a vars file (not the command line, where ps would show it).
     vars_file="$demo_dir/secret-vars.json"
     (umask 077; python -c 'import json,sys; print(json.dumps({"rpc_master_server_api_key": open(sys.argv[1]).read().strip()}))' \

@@ -26,3 +26,11 @@ export LLAMA_RPC_TEST_ARCHIVE_SUBDIR=llama_cpp_python-0.3.36/vendor/llama.cpp
 export LLAMA_RPC_TEST_ARCHIVE_COMMIT=0c1e57098
 export LLAMA_RPC_TEST_LLAMA_VERSION=b11312
 
+
+# The test bed's SSH key: the cluster scenario's hosts take its public half as an EC2 instance takes its key pair's,
+# and tests/bed/ssh_config (the scenario's ssh -F) uses it, for the master and through it (ProxyJump) for the workers.
+export LLAMA_RPC_TEST_SSH_KEY="$LLAMA_RPC_CACHE/ssh/id_ed25519"
+if [ ! -f "$LLAMA_RPC_TEST_SSH_KEY" ] && command -v ssh-keygen >/dev/null; then  # tests/bed/host.sh installs it
+  mkdir -p "${LLAMA_RPC_TEST_SSH_KEY%/*}" && chmod 0700 "${LLAMA_RPC_TEST_SSH_KEY%/*}"
+  ssh-keygen -q -t ed25519 -N '' -C graviton-llama-rpc-test-bed -f "$LLAMA_RPC_TEST_SSH_KEY"
+fi

@@ -22,6 +22,8 @@ command -v shellcheck >/dev/null || missing+=(shellcheck)
 # The base images are Debian: an Ubuntu host needs Debian's archive keys for debootstrap.
 [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+# The cluster scenario reaches its hosts over SSH (ssh, and ssh-keygen for the test bed's key).
+command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 # The Arm proof (tests/integration) compiles llama.cpp here: natively, and for aarch64 run under qemu-user.
 for tool in cmake:cmake ccache:ccache g++:g++ aarch64-linux-gnu-g++:g++-aarch64-linux-gnu qemu-aarch64-static:qemu-user-static; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")

@@ -3,7 +3,7 @@
 # rootfs from the apt mirror, import it, and finish it with tests/bed/image/Dockerfile.
 #   llama-rpc-testbed:bookworm  Debian 12
 #   llama-rpc-testbed:trixie    Debian 13, the stand-in for Ubuntu 24.04's newer toolchain
-# An image is rebuilt only when its recipe (suite, package list, mirror, Dockerfile) changes.
+# An image is rebuilt only when its recipe (suite, package list, mirror, the files in tests/bed/image) changes.
 # A build that fails half way tags nothing, so a re-run never trusts a half-built image.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -23,7 +23,7 @@ debian_mirror() {
 
 # The rootfs depends on what debootstrap is asked for; the image on that rootfs and the Dockerfile.
 rootfs_hash() { echo "minbase $1 $PACKAGES $(debian_mirror)" | sha256sum | cut -c1-16; }
-image_hash() { { rootfs_hash "$1"; cat "$REPO_ROOT/tests/bed/image/Dockerfile"; } | sha256sum | cut -c1-16; }
+image_hash() { { rootfs_hash "$1"; cat "$REPO_ROOT"/tests/bed/image/*; } | sha256sum | cut -c1-16; }
 
 # A half-made rootfs never survives: debootstrap may have left /proc and /sys mounted inside it,
 # so unmount before removing.

@@ -90,6 +90,13 @@ def throwaway_host(name, network, directory, volumes=None):
         remove(client, [container], network)
 
 
+def scenario_inventory():
+    """A Molecule scenario's whole inventory, its directory: the hosts as playbooks reach them (in the cluster scenario,
+    over SSH as `ubuntu`, the workers through their master). MOLECULE_INVENTORY_FILE alone is Molecule's docker
+    connection: what the tests' own eyes (testinfra) use, not the path under test."""
+    return str(Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent)
+
+
 def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None, limit=None):
     """ansible-playbook with extra vars (as JSON), only the given tags and hosts if any; returns the CompletedProcess
     (text)."""

@@ -71,7 +71,7 @@ def test_requests_spread_over_both_clusters_with_the_same_greedy_tokens(gateway)
 def test_gateway_yml_alone_reads_what_the_masters_published_and_changes_nothing():
     """site.yml gave the gateway the masters' addresses from rpc_master's facts of that run; gateway.yml alone reads
     them from the masters' local facts, and finds the same configuration."""
-    run = containers.run_playbook(INVENTORY, ROOT / "playbooks" / "gateway.yml", {})
+    run = containers.run_playbook(containers.scenario_inventory(), ROOT / "playbooks" / "gateway.yml", {})
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert containers.changed_per_host(run.stdout) == {testinfra_hosts[0]: 0}, run.stdout[-3000:]
     assert "TASK [graviton.llama_rpc.gateway : Read the masters' published state]" in run.stdout

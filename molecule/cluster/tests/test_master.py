@@ -29,6 +29,7 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, te
 from tests.tools import fault_injection, llama_cpp  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PLAYBOOK_INVENTORY = containers.scenario_inventory()  # playbooks go over SSH through the master, as on AWS
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 # The scenario holds two clusters (molecule.yml): these tests are about cluster_a; test_gateway.py uses both.
 CLUSTER, MASTER_GROUP, WORKER_GROUP = "cluster_a", "cluster_a_master", "cluster_a_workers"
@@ -104,7 +105,7 @@ def latest_result():
 def infer(*extra_vars, env=None):
     """playbooks/infer.yml against this scenario's inventory (verbose: every task's result is printed unless
     no_log hides it); returns the CompletedProcess."""
-    command = ["ansible-playbook", "-v", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "infer.yml")]
+    command = ["ansible-playbook", "-v", "-i", PLAYBOOK_INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "infer.yml")]
     for extra in extra_vars:
         command += ["-e", json.dumps(extra)]
     return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=env)
@@ -208,7 +209,7 @@ def planned_shares(host):
 
 def deploy(*extra_vars):
     """deploy.yml's master part (--tags rpc_master: the builds and the workers are as the scenario left them)."""
-    command = ["ansible-playbook", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "deploy.yml"), "--tags", "rpc_master"]
+    command = ["ansible-playbook", "-i", PLAYBOOK_INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "deploy.yml"), "--tags", "rpc_master"]
     for extra in extra_vars:
         command += ["-e", json.dumps(extra)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
@@ -561,7 +562,7 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
                                     {"name": "Worker", "hosts": name,
                                      "roles": ["graviton.llama_rpc.llama_build", "graviton.llama_rpc.rpc_worker"]}]))
     # The worker's part that names its build (its settings, and the restart they notify), after its checks.
-    build = ["ansible-playbook", "-i", INVENTORY, "--tags", "llama_build,rpc_worker_install", str(play)]
+    build = ["ansible-playbook", "-i", PLAYBOOK_INVENTORY, "--tags", "llama_build,rpc_worker_install", str(play)]
     # Only the worker program: a worker needs no more, and it compiles in a third of the time. Kept in the machine's
     # cache of built binaries, not the scenario's: the patched archive is the same every run, so it compiles once.
     other_build = {"llama_build_archive_src": str(other_archive), "llama_build_archive_sha256": other_sha256,
@@ -578,7 +579,7 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     finally:
         since = host.check_output("date +%s")
         restarts = host.check_output("systemctl show -p NRestarts --value llama-server")
-        back = subprocess.run(["ansible-playbook", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "deploy.yml")],
+        back = subprocess.run(["ansible-playbook", "-i", PLAYBOOK_INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "deploy.yml")],
                               capture_output=True, text=True, timeout=1800, check=False)
     assert other.returncode == 0, other.stdout[-3000:]
     assert back.returncode == 0, back.stdout[-3000:]
@@ -685,7 +686,7 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     quick = {"bench_n_prompt": [16], "bench_n_gen": [8], "bench_repetitions": 1, "bench_tcp_megabytes": 64,
              "bench_results_dir": str(tmp_path), "bench_concurrency": [1, 2], "bench_concurrency_requests": 1,
              "bench_concurrency_tokens": 8}
-    command = ["ansible-playbook", "-i", INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "bench.yml")]
+    command = ["ansible-playbook", "-i", PLAYBOOK_INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "bench.yml")]
     first = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_name="first"))], capture_output=True, text=True,
                            timeout=1200, check=False)
     assert first.returncode == 0, first.stdout[-4000:]

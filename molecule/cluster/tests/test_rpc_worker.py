@@ -123,7 +123,7 @@ def test_a_worker_without_a_package_mirror_deploys_without_apt():
 
 def deploy_workers(extra_vars=None):
     """deploy.yml's worker part (--tags rpc_worker), with extra variables; returns the recap's changed count per host."""
-    run = containers.run_playbook(os.environ["MOLECULE_INVENTORY_FILE"], ROOT / "playbooks" / "deploy.yml", extra_vars or {},
+    run = containers.run_playbook(containers.scenario_inventory(), ROOT / "playbooks" / "deploy.yml", extra_vars or {},
                                   timeout=900, tags="rpc_worker", limit="cluster_a")
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     return containers.changed_per_host(run.stdout)
