@@ -36,8 +36,9 @@ def plain(value):
 
 
 def connects(address, port):
+    """'ok', or why not: a dropped SYN waits out the timeout (1 s: a bridge on this machine answers in microseconds)."""
     try:
-        socket.create_connection((address, port), timeout=3).close()
+        socket.create_connection((address, port), timeout=1).close()
         return "ok"
     except OSError as error:
         return type(error).__name__
