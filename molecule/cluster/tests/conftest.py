@@ -8,7 +8,7 @@ aws_ec2 on AWS, every connection variable). testinfra 10.2 takes that connection
 inventory is read back here as Ansible's own decoder reads it, the wrapped strings as the strings they stand for.
 """
 
-import testinfra.utils.ansible_runner as ansible_runner
+from testinfra.utils import ansible_runner
 
 _read_inventory = ansible_runner.get_ansible_inventory
 
