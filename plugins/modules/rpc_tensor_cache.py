@@ -116,8 +116,8 @@ stored:
   returned: when received
   type: list
   elements: str
-failed:
-  description: With O(receive), the tensors not stored, with why.
+not_stored:
+  description: With O(receive), the tensors not stored, with why (not C(failed), which is Ansible's own key).
   returned: when received
   type: dict
 """
@@ -326,18 +326,18 @@ def main():
             module.fail_json(msg="the cache %s has %d bytes free and the missing tensors take %d: free space there"
                              % (directory, result["free_bytes"], result["needed_bytes"]), **result)
         try:
-            stored, failed = receive(module, params, missing, account)
+            stored, not_stored = receive(module, params, missing, account)
         except (OSError, ValueError) as error:  # ConnectionError and socket.timeout are OSErrors
             module.fail_json(msg="receiving the tensors on %s:%s failed: %s" % (
                 params["receive"]["address"], params["receive"]["port"], error), **result)
-        result.update(stored=stored, failed=failed)
+        result.update(stored=stored, not_stored=not_stored)
         changed = changed or bool(stored)
         if stored:  # each was hashed as it was stored: the next check need not read it again
             new_record.update((name, file_state(os.stat(os.path.join(directory, name)))) for name in stored)
             write_record(record_path, new_record)
-        if failed:
-            module.fail_json(msg="%d tensors were not stored: %s" % (len(failed), "; ".join(
-                "%s: %s" % item for item in sorted(failed.items()))), changed=changed, **result)
+        if not_stored:
+            module.fail_json(msg="%d tensors were not stored: %s" % (len(not_stored), "; ".join(
+                "%s: %s" % item for item in sorted(not_stored.items()))), changed=changed, **result)
     module.exit_json(changed=changed, **result)
 
 
