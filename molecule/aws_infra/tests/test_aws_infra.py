@@ -14,6 +14,7 @@ testinfra_hosts = ["ansible://aws-controller?ansible_inventory=" + os.environ["M
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
 from tests.tools import moto_aws  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools.ansible_inventory import unwrapped  # noqa: E402  pylint: disable=wrong-import-position
 ENDPOINT = "http://127.0.0.1:5123"
 REGION = "us-east-1"
 CLUSTER = "molecule-llama"
@@ -115,19 +116,16 @@ def test_inventory_plugin_hands_the_rpc_port_to_the_workers_and_the_server_port_
     result = subprocess.run(["ansible-inventory", "-i", str(ROOT / "inventories" / "aws" / "aws_ec2.yml"), "--list"],
                             capture_output=True, text=True, env=ENV, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    hostvars = json.loads(result.stdout)["_meta"]["hostvars"]
-    # (ansible-core 2.19 may print a value as {"__ansible_unsafe": ...})
+    hostvars = unwrapped(json.loads(result.stdout))["_meta"]["hostvars"]
     plain = {name: variables.get("rpc_worker_port") for name, variables in hostvars.items() if "decoy" not in name}
-    ports = {name: int(value["__ansible_unsafe"] if isinstance(value, dict) else value) if value is not None else None
-             for name, value in plain.items()}
+    ports = {name: int(value) if value is not None else None for name, value in plain.items()}
     workers = {name: port for name, port in ports.items() if "-workers-" in name}
     assert len(workers) == 2 and set(workers.values()) == {RPC_PORT}, ports
     assert all(port is None for name, port in ports.items() if "-master-" in name), ports
     for worker in instances("workers"):
         assert {tag["Key"]: tag["Value"] for tag in worker["Tags"]}["graviton.llama_rpc/rpc_port"] == str(RPC_PORT)
     served = {name: variables.get("rpc_master_server_port") for name, variables in hostvars.items() if "decoy" not in name}
-    served = {name: int(value["__ansible_unsafe"] if isinstance(value, dict) else value) if value is not None else None
-              for name, value in served.items()}
+    served = {name: int(value) if value is not None else None for name, value in served.items()}
     assert [port for name, port in served.items() if "-master-" in name] == [SERVER_PORT], served
     assert all(port is None for name, port in served.items() if "-workers-" in name), served
 
@@ -138,12 +136,8 @@ def test_inventory_plugin_connects_as_ubuntu_with_sudo_and_the_workers_through_t
     result = subprocess.run(["ansible-inventory", "-i", str(ROOT / "inventories" / "aws" / "aws_ec2.yml"), "--list"],
                             capture_output=True, text=True, env=ENV, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-
-    def plain(value):
-        return value["__ansible_unsafe"] if isinstance(value, dict) and "__ansible_unsafe" in value else value
-
-    hostvars = {name: {key: plain(value) for key, value in variables.items()}
-                for name, variables in json.loads(result.stdout)["_meta"]["hostvars"].items() if "decoy" not in name}
+    hostvars = {name: variables for name, variables in unwrapped(json.loads(result.stdout))["_meta"]["hostvars"].items()
+                if "decoy" not in name}
     master_address = instances("master")[0]["PublicIpAddress"]
     ours = {name: variables for name, variables in hostvars.items() if name.startswith(f"{CLUSTER}-")}
     assert len(ours) == 3, sorted(hostvars)

@@ -8,23 +8,19 @@ aws_ec2 on AWS, every connection variable). testinfra 10.2 takes that connection
 inventory is read back here as Ansible's own decoder reads it, the wrapped strings as the strings they stand for.
 """
 
+import os
+import sys
+
 from testinfra.utils import ansible_runner
+
+sys.path.insert(0, os.environ["MOLECULE_PROJECT_DIRECTORY"])
+from tests.tools.ansible_inventory import unwrapped  # noqa: E402  pylint: disable=wrong-import-position
 
 _read_inventory = ansible_runner.get_ansible_inventory
 
 
-def _unwrapped(value):
-    if isinstance(value, dict):
-        if value.keys() == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {key: _unwrapped(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_unwrapped(item) for item in value]
-    return value
-
-
 def _read_inventory_unwrapped(config, inventory_file):
-    return _unwrapped(_read_inventory(config, inventory_file))
+    return unwrapped(_read_inventory(config, inventory_file))
 
 
 ansible_runner.get_ansible_inventory = _read_inventory_unwrapped

@@ -14,6 +14,7 @@ import testinfra.utils.ansible_runner
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
 from tests.tools import containers  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools.ansible_inventory import unwrapped  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
 MASTER = RUNNER.get_hosts("cluster_a_master")[0]
@@ -27,12 +28,7 @@ def inventory_vars():
     """Every host's variables as the playbooks see them (the scenario's whole inventory: SSH, compose applied)."""
     listed = subprocess.run(["ansible-inventory", "-i", containers.scenario_inventory(), "--list"],
                             capture_output=True, text=True, check=True)
-    return json.loads(listed.stdout, object_hook=plain)["_meta"]["hostvars"]
-
-
-def plain(value):
-    """ansible-inventory prints inventory plugins' values as {"__ansible_unsafe": value}."""
-    return value["__ansible_unsafe"] if set(value) == {"__ansible_unsafe"} else value
+    return unwrapped(json.loads(listed.stdout))["_meta"]["hostvars"]
 
 
 def connects(address, port):
