@@ -443,12 +443,12 @@ def test_a_stalled_worker_never_hangs_a_client_and_the_cluster_comes_back(host, 
     second = worker(RUNNER.get_hosts(WORKER_GROUP)[1])
     url, results, stop = server_url(host), [], threading.Event()
     master_address = host.interface.default().addresses[0]  # read before: every wait is counted from the fault
-    fault_at = time.monotonic() + 3
-    until = fault_at + FAULT_SECONDS + BACK_WITHIN
+    planned_fault = time.monotonic() + 3  # the clients are streaming by then
+    until = planned_fault + FAULT_SECONDS + BACK_WITHIN
     clients = [threading.Thread(target=stream_completions, args=(url, stop, until, results)) for _client in range(3)]
     for client in clients:
         client.start()
-    time.sleep(max(0.0, fault_at - time.monotonic()))
+    time.sleep(max(0.0, planned_fault - time.monotonic()))
     fault_at = time.monotonic()
     end_fault = FAULTS[fault](second.check_output, master_address)
     try:
