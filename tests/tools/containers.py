@@ -16,13 +16,18 @@ import docker
 IMAGE = "llama-rpc-testbed:bookworm"
 
 
-def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=()):
+# The TUN device, for wireguard-go (the rpc_tunnel role's userspace WireGuard: this machine's kernel has none).
+TUN = "/dev/net/tun:/dev/net/tun:rwm"
+
+
+def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=(), devices=()):
     """Start one systemd container on a docker network and wait until it has booted."""
     if not client.networks.list(names=[network]):
         client.networks.create(network)
     options = dict(image=image, command="/lib/systemd/systemd", detach=True, network=network, hostname=name,
                    cgroupns="host", tmpfs={"/run": "", "/run/lock": "", "/tmp": ""}, stop_signal="SIGRTMIN+3",
-                   volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"}, **(volumes or {})})
+                   volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"}, **(volumes or {})},
+                   devices=list(devices))
     if os.environ.get("LLAMA_RPC_TEST_PRIVILEGED") == "true":
         options["privileged"] = True
     else:
@@ -80,10 +85,10 @@ def archive_source_vars():
 
 
 @contextlib.contextmanager
-def throwaway_host(name, network, directory, volumes=None):
+def throwaway_host(name, network, directory, volumes=None, devices=()):
     """One fresh systemd host and an inventory for it; removed afterwards. Yields (container, inventory)."""
     client = docker.from_env()
-    container = start_host(client, name, network, volumes=volumes)
+    container = start_host(client, name, network, volumes=volumes, devices=devices)
     try:
         yield container, inventory(Path(directory) / "hosts.ini", [name])
     finally:
@@ -97,11 +102,12 @@ def scenario_inventory():
     return str(Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent)
 
 
-def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None, limit=None):
-    """ansible-playbook with extra vars (as JSON), only the given tags and hosts if any; returns the CompletedProcess
-    (text)."""
+def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None, limit=None, verbose=False):
+    """ansible-playbook with extra vars (as JSON), only the given tags and hosts if any, each task's result printed
+    when verbose (-v); returns the CompletedProcess (text)."""
     return subprocess.run(["ansible-playbook", "-i", str(inventory_path), str(playbook), "-e", json.dumps(extra_vars)]
-                          + (["--tags", tags] if tags else []) + (["--limit", limit] if limit else []),
+                          + (["--tags", tags] if tags else []) + (["--limit", limit] if limit else [])
+                          + (["-v"] if verbose else []),
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
