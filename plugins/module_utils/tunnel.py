@@ -214,8 +214,9 @@ def _missing_peers(members, network, port):
             if outside.in_play:
                 continue
             if not outside.published:
-                problems.append("%s is not in this play and has no tunnel yet, so %s would have no peer there: run the "
-                                "play on it too (leave it out of --limit)." % (outside.describe().capitalize(), inside.host))
+                problems.append("%s is not in this play and has no tunnel this run could read, so %s would have no "
+                                "peer there: run the play on it too (leave it out of --limit)."
+                                % (outside.describe().capitalize(), inside.host))
                 return problems
             if outside.published.get("network") != str(network) or _int(outside.published.get("port")) != port:
                 problems.append("%s is not in this play and its tunnel has another network or port (%s, %s): run the "

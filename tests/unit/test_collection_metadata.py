@@ -139,6 +139,7 @@ ROLE_FILES = {
     "llama_build": [r"build-record\.json", r"facts\.d/llama_rpc_build", r"/current/bin"],
     "rpc_worker": [r"/etc/llama-rpc-worker", r"/var/cache/llama-rpc-worker", r"facts\.d/llama_rpc_worker"],
     "rpc_master": [r"/etc/llama-rpc(?![-\w])", r"facts\.d/llama_rpc_master"],
+    "rpc_tunnel": [r"/etc/llama-rpc-tunnel", r"facts\.d/llama_rpc_tunnel", r"private\.key"],
 }
 
 

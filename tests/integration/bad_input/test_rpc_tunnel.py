@@ -30,10 +30,10 @@ def tun_host(tmp_path_factory):
 
 def converge(container, directory, overrides, layout="master"):
     """The container as a cluster's master alone, or (layout 'worker') as the worker of a master that is in the
-    inventory but not in the play (--limit) and has never run the role."""
+    inventory but not in the play (--limit), and cannot be read (no such container)."""
     me = f"{container.name} ansible_connection=community.docker.docker"
     lines = (["[llama_master]", me, "[llama_workers]"] if layout == "master" else
-             ["[llama_master]", "ghost-master ansible_host=10.9.9.9", "[llama_workers]", me])
+             ["[llama_master]", "ghost-master ansible_connection=community.docker.docker", "[llama_workers]", me])
     inventory = Path(directory) / "hosts.ini"
     inventory.write_text("\n".join(lines) + "\n")
     result = containers.run_playbook(inventory, PLAYBOOK, dict(ON, **overrides), limit=container.name)
@@ -66,7 +66,7 @@ CASES = {
                                ["rpc_tunnel_network=fd00:213::/64 is IPv6; llama.cpp's RPC server listens on IPv4 only"]),
     "a tunnel network with host bits": ({"rpc_tunnel_network": "10.213.0.9/24"}, "master",
                                         ["for the whole network 10.213.0.0/24"]),
-    "a missing peer": ({}, "worker", ["The master ghost-master is not in this play and has no tunnel yet, so "
+    "a missing peer": ({}, "worker", ["The master ghost-master is not in this play and has no tunnel this run could read, so "
                                       "llama-rpc-tunnel-badinput-tun would have no peer there: run the play on it too"]),
 }
 

@@ -60,6 +60,14 @@ CASES = {
     "firewall without a master": ({"rpc_worker_allowed_sources": []},
                                   ["The firewall would let no master in", "rpc_worker_allowed_sources"]),
     "no worker program": ({"rpc_worker_binary": ""}, ["run the graviton.llama_rpc.llama_build role", "rpc_worker_binary"]),
+    # on the WireGuard tunnel (as rpc_tunnel publishes it) the worker's address and its master's are the tunnel's
+    "settings that would undo the tunnel": (
+        {"rpc_tunnel_current": {"address": "10.213.0.2", "interface": "llama-rpc", "unit": "llama-rpc-tunnel",
+                                "peers": [{"host": "m", "address": "10.213.0.1", "public_key": "k"}]},
+         "rpc_worker_bind_address": "10.213.0.2", "rpc_worker_allow_any_address": True},
+        ["is on the WireGuard tunnel (rpc_tunnel_enabled), where the worker listens on its tunnel address only",
+         "but rpc_worker_bind_address is 10.213.0.2 and rpc_worker_allow_any_address is true and "
+         "rpc_worker_allowed_sources is 10.9.9.9: leave them unset, or set rpc_tunnel_enabled: false"]),
 }
 
 

@@ -124,9 +124,9 @@ def test_a_worker_outside_the_play_that_knows_its_master_keeps_its_address():
     ("no master", FRESH, ("a", "b"), ["Group 'cluster_master' holds no master"]),
     # --limit: peers outside the play
     ("missing peer: a worker outside the play without a tunnel", {"m": reported("10.0.1.10"), "a": {}}, ("a",),
-     ["Worker a is not in this play and has no tunnel yet, so m would have no peer there: run the play on it too"]),
+     ["Worker a is not in this play and has no tunnel this run could read, so m would have no peer there: run the play on it too"]),
     ("missing peer: a master outside the play without a tunnel", {"m": {}, "a": reported("10.0.1.11")}, ("a",),
-     ["The master m is not in this play and has no tunnel yet, so a would have no peer there"]),
+     ["The master m is not in this play and has no tunnel this run could read, so a would have no peer there"]),
     ("a new worker whose master is outside the play",
      {"m": published("10.0.1.10", KEYS["m"], "10.213.0.1", [(KEYS["a"], "10.213.0.2")]),
       "a": reported("10.0.1.11", KEYS["a"], "10.213.0.2"), "c": reported("10.0.1.13")}, ("a", "c"),
