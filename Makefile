@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help test lint sanity units lowest molecule images venv demo demo-clean bench build docs bench-build bench-faults bench-first-load bench-load bench-master constraints clean
+.PHONY: help test lint sanity units lowest molecule images venv demo demo-clean bench build docs bench-build bench-faults bench-first-load bench-load bench-master bench-tunnel constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ bench-load: ## Benchmark the first load: the load-time model's constants, and a 
 
 bench-master: ## Benchmark rpc_master: deployed vs by-hand tokens/s, load time -fit off vs on, worker cache warm vs cold
 	@bash tests/bench/run.sh tests.bench.master
+
+bench-tunnel: ## Benchmark the WireGuard tunnel on the local cluster: bench.yml plain vs through the tunnel, side by side
+	@bash demo/demo.sh tunnel
 
 bench-faults: ## Faults under load on the local cluster (killed, frozen, cut off, rebooted), then an upgrade and back: a table
 	@bash demo/demo.sh faults

@@ -3,6 +3,7 @@ master. Names and groups match inventories/local/hosts.yml.
 
     python -m demo.cluster up MODEL_DIR
     python -m demo.cluster first-load-model MODEL_DIR   (prints the model's path on the master)
+    python -m demo.cluster has-tun                       (exit 0 when every container has the TUN device)
     python -m demo.cluster down
 """
 
@@ -37,9 +38,10 @@ def up(model_dir):
                 containers.wait_until_booted(container)
             print(f"{name}: already there")
             continue
-        # NET_ADMIN: the workers' nftables firewall. The compiler cache of the image's release is shared.
+        # NET_ADMIN: the workers' nftables firewall; the TUN device: wireguard-go, for the WireGuard tunnel (make
+        # bench-tunnel; this kernel may have no WireGuard). The compiler cache of the image's release is shared.
         ccache = Path(os.environ["LLAMA_RPC_BUILD_CACHE"]) / ("ccache-" + IMAGE[name].split(":")[1])
-        containers.start_host(client, name, NETWORK, image=IMAGE[name], extra_caps=["NET_ADMIN"],
+        containers.start_host(client, name, NETWORK, image=IMAGE[name], extra_caps=["NET_ADMIN"], devices=[containers.TUN],
                               volumes={str(ccache): {"bind": "/var/cache/llama.cpp/ccache", "mode": "rw"}})
         print(f"{name}: started ({IMAGE[name]})")
     model = Path(model_dir) / f"demo-{tiny_model.GENERATION}.gguf"
@@ -74,6 +76,12 @@ def first_load_model(model_dir):
     print(FIRST_LOAD_MODEL)
 
 
+def has_tun():
+    """Whether every demo container has the TUN device (containers of make demo before make bench-tunnel existed have not)."""
+    client = docker.from_env()
+    return all(client.containers.get(name).exec_run(["test", "-c", "/dev/net/tun"]).exit_code == 0 for name in names())
+
+
 def down():
     client = docker.from_env()
     found = [client.containers.get(name) for name in names() if client.containers.list(all=True, filters={"name": f"^{name}$"})]
@@ -86,6 +94,8 @@ if __name__ == "__main__":
         up(sys.argv[2])
     elif sys.argv[1:2] == ["first-load-model"]:
         first_load_model(sys.argv[2])
+    elif sys.argv[1:2] == ["has-tun"]:
+        sys.exit(0 if has_tun() else 1)
     elif sys.argv[1:2] == ["down"]:
         down()
     else:

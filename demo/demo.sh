@@ -98,6 +98,45 @@ make bench-first-load ({sys.argv[1]}):
 """)
 PY
     ;;
+  tunnel)
+    # make bench-tunnel: bench.yml on the local cluster with RPC in the clear and through the WireGuard tunnel (role
+    # rpc_tunnel), one after the other in one run; the figures side by side; then the cluster as it was (no tunnel).
+    docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
+    python -m demo.cluster has-tun || die "the demo containers were made without the TUN device that wireguard-go needs: make demo-clean, then make bench-tunnel"
+    mkdir -p "$demo_dir/bench"
+    vars_file="$demo_dir/secret-vars.json"
+    stamp=$(date -u +%Y%m%dT%H%M%SZ)
+    deploy() { ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" -e rpc_tunnel_enabled="$1" >"$demo_dir/tunnel-deploy-$1.log"; }
+    restore() { deploy false; }
+    trap restore EXIT
+    for tunnel in false true; do
+      say "bench-tunnel: deploy.yml with rpc_tunnel_enabled=$tunnel, then bench.yml"
+      deploy "$tunnel"
+      ansible-playbook -i inventories/local playbooks/bench.yml -e @"$vars_file" -e bench_results_dir="$demo_dir/bench" \
+        -e bench_name="tunnel-$tunnel-$stamp" -e '{"bench_worker_counts": [2], "bench_single_node": false}' \
+        ${plain:+-e bench_compare_with="$plain"} | tee "$demo_dir/tunnel-bench-$tunnel.log"
+      plain="$demo_dir/bench/tunnel-false-$stamp.json"
+    done
+    python - "$plain" "$demo_dir/bench/tunnel-true-$stamp.json" <<'PY'
+import json, sys
+plain, tunnel = (json.load(open(path)) for path in sys.argv[1:3])
+def ratio(key, pick):
+    before, after = pick(plain), pick(tunnel)
+    return f"{key}: plain {before}, tunnel {after}, tunnel / plain {after / before:.3f}" if before and after else f"{key}: not measured"
+generation = lambda result: next(run["tokens_per_second"] for run in result["runs"] if run["test"].startswith("tg") and run["workers"] == 2)
+prompt = lambda result: next(run["tokens_per_second"] for run in result["runs"] if run["test"].startswith("pp") and run["workers"] == 2)
+clients = lambda n: lambda result: next(level["tokens_per_second"] for level in result["concurrency"]["levels"] if level["clients"] == n)
+print("\nmake bench-tunnel (" + sys.argv[1] + " and " + sys.argv[2] + "):")
+for line in [ratio("generation tokens/s (llama-bench tg, 2 workers)", generation),
+             ratio("prompt tokens/s (llama-bench pp, 2 workers)", prompt),
+             ratio("load ms, caches cold", lambda result: result["load"]["cold_ms"]),
+             ratio("load ms, caches staged", lambda result: result["load"]["staged_ms"]),
+             ratio("load ms, caches warm", lambda result: result["load"]["warm_ms"]),
+             ratio("raw TCP Mbit/s, master -> first worker (iperf3)", lambda result: result["network"]["raw_tcp_mbit_per_s"]),
+             ratio("llama-server tokens/s, 4 clients", clients(4))]:
+    print("  " + line)
+PY
+    ;;
   faults)
     # make bench-faults: every fault of issue 15 under load on the local cluster, then an upgrade and back (figures)
     docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
@@ -109,5 +148,5 @@ PY
     python -m demo.cluster down
     say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: demo/demo.sh up|bench|first-load|faults|down" ;;
+  *) die "usage: demo/demo.sh up|bench|first-load|tunnel|faults|down" ;;
 esac

@@ -10,7 +10,6 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import testinfra.utils.ansible_runner
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
-from tests.tools import collection, containers, packet_capture  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools import collection, packet_capture  # noqa: E402  pylint: disable=wrong-import-position
 from tests.tools.outsider import Outsider, interface_address  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
@@ -157,7 +156,7 @@ def hashed_windows(path, per_tensor=8, width=32):
             size = gguf.data_bytes(tensor)
             if not size or size < 64 * width or "norm" in tensor["name"]:
                 continue
-            for _ in range(per_tensor):
+            for _window in range(per_tensor):
                 model.seek(header["data_offset"] + tensor["offset"] + chooser.randrange(0, size - width))
                 windows.append(model.read(width))
     return windows
@@ -189,18 +188,12 @@ def test_a_load_through_the_tunnel_carries_no_model_bytes_in_clear(docker_hosts)
 
 
 def test_no_private_key_leaves_its_host(docker_hosts):
-    """A re-run of the tunnel's part of deploy.yml, every task's result printed (-v), changes nothing and shows no
-    private key; neither does any host's published state or journal."""
+    """No host's private key is in any published state or journal of its host, and the key file is root's alone. (That
+    no run prints it, every task's result shown, is tests/integration/test_rpc_tunnel.py's: the same tasks.)"""
     _client, hosts = docker_hosts
-    run = subprocess.run(["ansible-playbook", "-v", "-i", containers.scenario_inventory(), "--limit", "cluster_b",
-                          "--tags", "rpc_tunnel", str(ROOT / "playbooks" / "deploy.yml")],
-                         capture_output=True, text=True, timeout=600, check=False)
-    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    assert containers.changed_per_host(run.stdout) == {TUNNEL_MASTER: 0, TUNNEL_WORKER: 0}, run.stdout[-3000:]
     for name in (TUNNEL_MASTER, TUNNEL_WORKER):
         private = sh(hosts[name], f"cat {PRIVATE_KEY}")
         assert len(private) == 44
-        assert private not in run.stdout + run.stderr
         assert private not in sh(hosts[name], "cat /etc/ansible/facts.d/*.fact")
         assert sh(hosts[name], f"journalctl --no-pager -o cat | grep -cF -- '{private}' || true") == "0"
         assert sh(hosts[name], f"stat -c '%U %a' {PRIVATE_KEY}") == "root 600"
