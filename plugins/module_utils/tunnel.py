@@ -34,7 +34,7 @@ class Member:
         self.in_play = isinstance(reported, dict)
         self.published = published if isinstance(published, dict) and published.get("address") else {}
         source = reported if self.in_play else self.published
-        self.enabled = bool(reported.get("enabled")) if self.in_play else bool(self.published)
+        self.enabled = _bool(reported.get("enabled")) if self.in_play else bool(self.published)
         self.network = str(source.get("network") or "")
         self.port = _int(source.get("port"))
         self.endpoint_address = str(source.get("endpoint_address") or "")
@@ -44,12 +44,17 @@ class Member:
         self.address = str((reported or {}).get("address") or self.published.get("address") or "")
         self.public_key = str(source.get("public_key") or "")
         # the key is made or replaced in this run (a new host, or rpc_tunnel_key_generation changed)
-        self.key_changes = bool(source.get("key_changes")) if self.in_play else False
+        self.key_changes = _bool(source.get("key_changes")) if self.in_play else False
         self.peers = list(self.published.get("peers") or [])
         self.planned_address = None
 
     def describe(self):
         return "the master %s" % self.host if self.role == "master" else "worker %s" % self.host
+
+
+def _bool(value):
+    """A boolean as Ansible may hand it over: True, or the text 'True' (templated without native types)."""
+    return value.strip().lower() in ("true", "yes", "1") if isinstance(value, str) else bool(value)
 
 
 def _int(value):

@@ -90,8 +90,8 @@ def drops(worker):
 
 def test_cluster_b_runs_rpc_inside_the_tunnel(host):
     """The worker listens on its tunnel address only, the master's worker list and llama-server use that address, the
-    worker's firewall admits the master's tunnel address on the tunnel only; wireguard-go carries it (this machine's
-    kernel has no WireGuard). cluster_a has no tunnel."""
+    worker's firewall admits the master's tunnel address on the tunnel only, and its tensor cache was staged through
+    it; wireguard-go carries it (this machine's kernel has no WireGuard). cluster_a has no tunnel."""
     state = json.loads(host.file(FACT).content_string)
     assert (state["interface"], state["network"], state["implementation"]) == ("llama-rpc", "10.213.0.0/24", "userspace")
     assert host.interface("llama-rpc").addresses == [state["address"]]
@@ -103,6 +103,8 @@ def test_cluster_b_runs_rpc_inside_the_tunnel(host):
         rules = host.check_output("nft list table inet llama_rpc_worker")
         assert f'iifname "llama-rpc" ip saddr {master["address"]} accept' in rules, rules
         assert worker["peers"] == [{"host": TUNNEL_MASTER, "address": master["address"], "public_key": master["public_key"]}]
+        # rpc_master staged the model's big tensors into this cache before the first load, through the tunnel
+        assert int(host.check_output("find /var/cache/llama-rpc-worker/main/rpc -maxdepth 1 -type f | wc -l")) > 0
     else:
         assert host.file("/etc/llama-rpc/workers").content_string.strip() == f"{worker['address']}:{PORT}"
         assert f"LLAMA_ARG_RPC={worker['address']}:{PORT}" in host.file("/etc/llama-rpc/server.env").content_string

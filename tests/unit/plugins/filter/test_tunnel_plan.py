@@ -77,6 +77,14 @@ def test_the_keys_are_the_hosts_own_and_only_public():
     assert all(set(member) == {"host", "role", "address", "endpoint", "public_key"} for member in members)
 
 
+def test_booleans_templated_as_text_are_read_as_booleans():
+    """Without native types (ansible-core before 2.19, by configuration) a templated boolean arrives as text."""
+    hostvars = {name: reported(f"10.0.1.{index}", enabled="False") for index, name in enumerate("mab", 10)}
+    assert plan(hostvars)["enabled"] is False
+    hostvars = {name: reported(f"10.0.1.{index}", enabled="True", key_changes="False") for index, name in enumerate("mab", 10)}
+    assert plan(hostvars)["enabled"] is True
+
+
 def test_the_tunnel_off_everywhere_is_no_plan_and_no_problem():
     result = plan({name: reported(f"10.0.1.{index}", enabled=False) for index, name in enumerate("mab", 10)})
     assert result == {"enabled": False, "problems": [], "network": "", "prefix": 0, "port": 0, "mtu": 0, "members": []}
