@@ -84,3 +84,20 @@ def test_a_tunnel_network_that_overlaps_the_hosts_is_refused_with_a_free_one(tun
     assert_refused("overlap", result, [
         f"rpc_tunnel_network={network} overlaps {network}, the network of eth0 on {tun_host.name}",
         "Choose an rpc_tunnel_network that none of the cluster's hosts uses, such as 10.213.0.0/"], untouched)
+
+
+def test_a_tunnel_port_another_program_holds_is_refused(tun_host, tmp_path):
+    """A host that already runs something on WireGuard's default port (another WireGuard, here a plain UDP socket)."""
+    tun_host.exec_run(["python3", "-c", "import socket, time; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                       "s.bind(('0.0.0.0', 51820)); time.sleep(120)", "llama-rpc-udp-holder"], detach=True)
+    try:
+        # detach returns at once: wait until the socket is bound, so the refusal cannot depend on a race
+        bound = tun_host.exec_run(["sh", "-c", "for i in $(seq 50); do ss -Hlun 'sport = :51820' | grep -q . && exit 0;"
+                                   " sleep 0.1; done; exit 1"]).exit_code == 0
+        assert bound, "the UDP socket that holds port 51820 did not come up in the container"
+        result, untouched = converge(tun_host, tmp_path, {})
+    finally:
+        tun_host.exec_run(["pkill", "-f", "llama-rpc-udp-holde[r]"])
+    assert_refused("port taken", result, [
+        "rpc_tunnel_port=51820 is taken on llama-rpc-tunnel-badinput-tun: a socket: UNCONN", "0.0.0.0:51820",
+        "Choose another port for the whole cluster"], untouched)
