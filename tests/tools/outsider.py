@@ -46,11 +46,17 @@ except ConnectionRefusedError:
 except OSError as error:
     print("error", error.errno); sys.exit()
 sock.sendall(bytes([14]) + struct.pack("<Q", 24) + bytes(24))
-try:
-    reply = sock.recv(64)
-except socket.timeout:
-    print("busy"); sys.exit()
-print("%d.%d.%d" % (reply[8], reply[9], reply[10]) if len(reply) >= 11 else "closed")
+# The answer is an 8-byte size and then the payload, sent apart: read until both are here (one recv may hold the size only)
+reply = b""
+while len(reply) < 11:
+    try:
+        part = sock.recv(64)
+    except socket.timeout:
+        print("busy" if not reply else "partial " + reply.hex()); sys.exit()
+    if not part:
+        print("closed" if not reply else "partial " + reply.hex()); sys.exit()
+    reply += part
+print("%d.%d.%d" % (reply[8], reply[9], reply[10]))
 """
 
 
@@ -100,7 +106,8 @@ class Outsider:
 
     def hello(self, address, port, source, timeout=3):
         """What the outsider gets from address:port, connecting from source: the worker's RPC protocol version
-        ('7.0.0'), 'busy' (connected, no answer: the worker serves another client), 'timeout', 'refused'."""
+        ('7.0.0'), 'busy' (connected, no answer: the worker serves another client), 'closed' (connected, then closed
+        without an answer), 'timeout', 'refused'."""
         result = self.container.exec_run(["python3", "-c", HELLO, source, address, str(port), str(timeout)])
         assert result.exit_code == 0, result.output.decode()
         return result.output.decode().strip()
