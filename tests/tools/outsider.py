@@ -2,7 +2,9 @@
 address admits. A throwaway container from the test bed's image joins the network, adds the victim's address to its
 interface and tells the target (a worker) that the address is now at its MAC, with unsolicited ARP replies sent every
 half second (ARP spoofing): the target's answers to that address then come to the outsider, as they would to a machine
-that took the address on a shared VLAN. Then it opens a TCP connection from that address and speaks the RPC protocol's
+that took the address on a shared VLAN. Only the target is told: the taken address sits on the outsider's loopback,
+and its ARP settings keep it from answering or asking with that address on the network, so the other hosts keep
+reaching the real owner (the master's other workers, which a broadcast ARP with the master's address would misdirect). Then it opens a TCP connection from that address and speaks the RPC protocol's
 HELLO (llama.cpp RPC v7: command 14 with 24 zero bytes; the answer starts with the protocol's major, minor, patch).
 
     with Outsider(client, network) as outsider:
@@ -70,8 +72,12 @@ class Outsider:
     def __enter__(self):
         for left in self.client.containers.list(all=True, filters={"name": f"^{self.name}$"}):
             left.remove(force=True)
+        # arp_ignore=1: no ARP answer for an address that is not on eth0 (a taken one is on lo); arp_announce=2: ask
+        # with its own address, never a taken one. Set at creation: a container's /proc/sys is read-only.
         self.container = self.client.containers.run(IMAGE, ["sleep", "infinity"], name=self.name, detach=True,
-                                                    network=self.network, cap_add=["NET_ADMIN", "NET_RAW"])
+                                                    network=self.network, cap_add=["NET_ADMIN", "NET_RAW"],
+                                                    sysctls={"net.ipv4.conf.all.arp_ignore": "1",
+                                                             "net.ipv4.conf.all.arp_announce": "2"})
         return self
 
     def __exit__(self, *_exc):
@@ -84,14 +90,14 @@ class Outsider:
 
     @contextlib.contextmanager
     def taking(self, address, target, also=()):
-        """The victim's address on the outsider's interface, and the target (a container) told by ARP that it is here;
+        """The victim's address on the outsider (its loopback), and the target (a container) told by ARP that it is here;
         also: more addresses to add (a tunnel address, reached through the target: routed via its address). Undone
         afterwards: the addresses go, and the target forgets the outsider's MAC for the address."""
         target_ip = interface_address(target)
         target_mac = target.exec_run(["cat", "/sys/class/net/eth0/address"]).output.decode().strip()
-        self.sh(f"ip address add {address}/32 dev eth0")
+        self.sh(f"ip address add {address}/32 dev lo")
         for extra, network in also:
-            self.sh(f"ip address add {extra}/32 dev eth0 && ip route add {network} via {target_ip} src {extra}")
+            self.sh(f"ip address add {extra}/32 dev lo && ip route add {network} via {target_ip} src {extra}")
         # (the last argument marks the process, to stop it)
         self.container.exec_run(["python3", "-c", SPOOF, address, target_ip, target_mac, "llama-rpc-spoof"], detach=True)
         time.sleep(1.5)  # Linux takes a neighbour's new MAC once its entry is a second old (locktime)
@@ -100,8 +106,8 @@ class Outsider:
         finally:
             self.sh("pkill -f llama-rpc-spo[o]f")  # [o]: not this shell, whose command line holds the pattern
             for extra, network in also:
-                self.sh(f"ip route del {network} && ip address del {extra}/32 dev eth0")
-            self.sh(f"ip address del {address}/32 dev eth0")
+                self.sh(f"ip route del {network} && ip address del {extra}/32 dev lo")
+            self.sh(f"ip address del {address}/32 dev lo")
             target.exec_run(["ip", "neigh", "flush", "to", address, "dev", "eth0"])
 
     def hello(self, address, port, source, timeout=3):
