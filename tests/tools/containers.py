@@ -22,7 +22,7 @@ TUN = "/dev/net/tun:/dev/net/tun:rwm"
 
 def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=(), devices=()):
     """Start one systemd container on a docker network and wait until it has booted."""
-    if not client.networks.list(names=[network]):
+    if not named_networks(client, network):
         client.networks.create(network)
     options = dict(image=image, command="/lib/systemd/systemd", detach=True, network=network, hostname=name,
                    cgroupns="host", tmpfs={"/run": "", "/run/lock": "", "/tmp": ""}, stop_signal="SIGRTMIN+3",
@@ -63,8 +63,14 @@ def tar_of(path, name=None):
 def remove(client, containers, network):
     for container in containers:
         container.remove(force=True)
-    for net in client.networks.list(names=[network]):
+    for net in named_networks(client, network):
         net.remove()
+
+
+def named_networks(client, name):
+    """The docker networks called name. docker's name filter matches a part of the name too: "llama-rpc-master" would
+    find the network of another test running beside ("llama-rpc-master-badinput"), and remove it from under it."""
+    return [network for network in client.networks.list(names=[name]) if network.name == name]
 
 
 def inventory(path, names, group="all"):
