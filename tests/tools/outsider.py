@@ -1,11 +1,12 @@
 """An outsider on a test network that takes another host's IP address: the attack an RPC port guarded only by an
 address admits. A throwaway container from the test bed's image joins the network, adds the victim's address to its
-interface and tells the target (a worker) that the address is now at its MAC, with unsolicited ARP replies sent every
+loopback and tells the target (a worker) that the address is now at its MAC, with unsolicited ARP replies sent every
 half second (ARP spoofing): the target's answers to that address then come to the outsider, as they would to a machine
 that took the address on a shared VLAN. Only the target is told: the taken address sits on the outsider's loopback,
 and its ARP settings keep it from answering or asking with that address on the network, so the other hosts keep
-reaching the real owner (the master's other workers, which a broadcast ARP with the master's address would misdirect). Then it opens a TCP connection from that address and speaks the RPC protocol's
-HELLO (llama.cpp RPC v7: command 14 with 24 zero bytes; the answer starts with the protocol's major, minor, patch).
+reaching the real owner (the master's other workers, which a broadcast ARP with the master's address would
+misdirect). Then it opens a TCP connection from that address and speaks the RPC protocol's HELLO (llama.cpp RPC v7:
+command 14 with 24 zero bytes; the answer starts with the protocol's major, minor, patch).
 
     with Outsider(client, network) as outsider:
         with outsider.taking(victim_address, target_container):
