@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import parse_address, parse_network
 
 # WireGuard's own header on top of an IPv6 UDP packet (the largest): wg-quick takes the same 80 bytes off the path MTU.
@@ -34,7 +36,8 @@ class Member:
         self.in_play = isinstance(reported, dict)
         self.published = published if isinstance(published, dict) and published.get("address") else {}
         source = reported if self.in_play else self.published
-        self.enabled = _bool(reported.get("enabled")) if self.in_play else bool(self.published)
+        # Booleans read as Ansible's bool filter reads them: templated without native types, they arrive as text.
+        self.enabled = boolean(reported.get("enabled"), strict=False) if self.in_play else bool(self.published)
         self.network = str(source.get("network") or "")
         self.port = _int(source.get("port"))
         self.endpoint_address = str(source.get("endpoint_address") or "")
@@ -44,17 +47,12 @@ class Member:
         self.address = str((reported or {}).get("address") or self.published.get("address") or "")
         self.public_key = str(source.get("public_key") or "")
         # the key is made or replaced in this run (a new host, or rpc_tunnel_key_generation changed)
-        self.key_changes = _bool(source.get("key_changes")) if self.in_play else False
+        self.key_changes = boolean(source.get("key_changes"), strict=False) if self.in_play else False
         self.peers = list(self.published.get("peers") or [])
         self.planned_address = None
 
     def describe(self):
         return "the master %s" % self.host if self.role == "master" else "worker %s" % self.host
-
-
-def _bool(value):
-    """A boolean as Ansible may hand it over: True, or the text 'True' (templated without native types)."""
-    return value.strip().lower() in ("true", "yes", "1") if isinstance(value, str) else bool(value)
 
 
 def _int(value):
