@@ -117,24 +117,15 @@ PY
         ${plain:+-e bench_compare_with="$plain"} | tee "$demo_dir/tunnel-bench-$tunnel.log"
       plain="$demo_dir/bench/tunnel-false-$stamp.json"
     done
+    # The same ratios bench.yml prints for bench_compare_with (module_utils bench_report.compare), once more at the end.
     python - "$plain" "$demo_dir/bench/tunnel-true-$stamp.json" <<'PY'
 import json, sys
+from tests.tools import collection
+collection.importable()
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import compare
 plain, tunnel = (json.load(open(path)) for path in sys.argv[1:3])
-def ratio(key, pick):
-    before, after = pick(plain), pick(tunnel)
-    return f"{key}: plain {before}, tunnel {after}, tunnel / plain {after / before:.3f}" if before and after else f"{key}: not measured"
-generation = lambda result: next(run["tokens_per_second"] for run in result["runs"] if run["test"].startswith("tg") and run["workers"] == 2)
-prompt = lambda result: next(run["tokens_per_second"] for run in result["runs"] if run["test"].startswith("pp") and run["workers"] == 2)
-clients = lambda n: lambda result: next(level["tokens_per_second"] for level in result["concurrency"]["levels"] if level["clients"] == n)
-print("\nmake bench-tunnel (" + sys.argv[1] + " and " + sys.argv[2] + "):")
-for line in [ratio("generation tokens/s (llama-bench tg, 2 workers)", generation),
-             ratio("prompt tokens/s (llama-bench pp, 2 workers)", prompt),
-             ratio("load ms, caches cold", lambda result: result["load"]["cold_ms"]),
-             ratio("load ms, caches staged", lambda result: result["load"]["staged_ms"]),
-             ratio("load ms, caches warm", lambda result: result["load"]["warm_ms"]),
-             ratio("raw TCP Mbit/s, master -> first worker (iperf3)", lambda result: result["network"]["raw_tcp_mbit_per_s"]),
-             ratio("llama-server tokens/s, 4 clients", clients(4))]:
-    print("  " + line)
+print(f"\nmake bench-tunnel, in the clear -> through the tunnel ({sys.argv[1]} and {sys.argv[2]}):")
+print("\n".join("  " + line for line in compare(plain, tunnel)[1].splitlines()))
 PY
     ;;
   faults)
