@@ -3,48 +3,52 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Plan how a model splits across RPC workers (and, when it must, the master), before loading it.
 
-It mirrors llama.cpp's own placement (llama-model.cpp, load_tensors): the input layer (token
-embeddings) stays on the master's CPU; with -ngl N the last N repeating layers, and the output head
-when N exceeds the layer count, go to the devices in order, layer il to the first device whose
-cumulative tensor-split share exceeds (il - first offloaded layer) / offloaded layers. Each layer's KV
-cache lives with the layer. llama-server's slots (-np N, its KV cache not unified) split its -c between them, so N
-slots of C tokens each need the KV cache of N x C tokens: the plan gives every slot the context asked for and
-keeps as many of the slots asked for as fit. Compute buffers are an estimate (the largest activations of one micro-batch),
-which is why every device keeps headroom: RPC workers have been seen to crash above about 75% of RAM.
+The plan chooses llama-server's slots (-np), -ngl and -ts: the most slots asked for that fit, each with the whole
+context, then the most layers on the workers. Each node may take `fraction` of its RAM and no more than is free.
+
+What a choice needs on each node is llama.cpp's own projection when a projector is given (llama_fit: llama-fit-params
+run on the master against its workers): weights, caches and compute buffers exactly as llama-server will allocate
+them, for every architecture llama.cpp loads. Without one (a master with no build yet, the controller), the figures
+are model_arch's: the weights and caches as llama.cpp computes them for the families it models, and an estimate of the
+compute buffers; an architecture it does not model is refused rather than planned as if it were LLaMA.
+
+Placement is llama.cpp's (llama-model.cpp, load_tensors): the input layer (token_embd) stays on the master; with -ngl N
+the layers from n_layer + 1 - N on, counting the output layer as layer n_layer, go to the devices, layer il to the
+first device whose cumulative tensor-split share exceeds (il - first offloaded) / offloaded. The collection needs that
+per tensor (each worker's cache is staged with its share), so the weights per node are always model_arch's, and with
+a projector they are checked against llama.cpp's.
 """
 
 from __future__ import annotations
 
 import bisect
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import graviton_types
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import graviton_types, model_arch
 
 MIB = 1 << 20
 GIB = 1 << 30
-KV_BYTES_PER_VALUE = 2  # the KV cache is f16 by default
 ACTIVATION_BYTES = 4  # f32 activations
 ALL_LAYERS = 999  # -ngl 999: everything that can go to the devices goes (the manual flow's value)
+# How far the collection's weights per node may be from llama.cpp's before the plan is refused: tensors are padded to
+# their buffer's alignment, and llama.cpp's figures are whole MiB.
+WEIGHTS_TOLERANCE = (0.02, 4 * MIB)
 
 
 class PlanError(ValueError):
-    """The model does not fit; the message carries the numbers."""
+    """The model does not fit, or cannot be planned; the message carries the numbers and the fix."""
 
 
 def human(size):
     return "%.2f GiB" % (size / GIB) if size >= GIB else "%.1f MiB" % (size / MIB)
 
 
-def compute_bytes(shape, context, ubatch, with_output):
-    """Estimated compute buffer of one device: attention scores, the feed-forward activations and,
-    on the device holding the output head, the logits of one micro-batch."""
-    attention = ubatch * context * shape["heads"]
+def compute_estimate(shape, ubatch, with_output):
+    """An estimate of one node's compute buffer, used only without llama.cpp's projection: the feed-forward
+    activations of one micro-batch and, on the node with the output layer, its logits (flash attention, which llama.cpp
+    turns on for CPU and RPC devices, keeps no attention score matrix)."""
     feed_forward = 3 * ubatch * max(shape["feed_forward_length"], 4 * shape["embedding_length"])
     logits = ubatch * shape["vocab_size"] if with_output else 0
-    return ACTIVATION_BYTES * (attention + feed_forward + logits)
-
-
-def kv_bytes_per_layer(shape, context):
-    return context * shape["kv_width"] * KV_BYTES_PER_VALUE
+    return ACTIVATION_BYTES * (feed_forward + logits)
 
 
 def usable_bytes(free, total, fraction):
@@ -61,12 +65,17 @@ def split_points(weights):
     return points
 
 
-def place(shape, gpu_layers, weights):
-    """Node index per repeating layer and for the output head: -1 for the master, else the device."""
+def tensor_split(workers):
+    """-ts: proportional to each worker's usable memory, in MiB (llama.cpp normalises the list itself)."""
+    return [max(1, worker["usable"] // MIB) for worker in workers]
+
+
+def place(shape, gpu_layers, split):
+    """Node index per layer (block_count of them) and for the output layer: -1 for the master, else the device."""
     layers = shape["layers"]
-    first_gpu = max(layers - gpu_layers, 0)
-    active = min(gpu_layers, layers + 1)
-    points = split_points(weights)
+    first_gpu = max(layers + 1 - gpu_layers, 0)
+    active = min(gpu_layers, layers + 1) if split else 0
+    points = split_points(split) if split else []
 
     def node(layer):
         if layer < first_gpu or layer - first_gpu >= active:
@@ -76,117 +85,201 @@ def place(shape, gpu_layers, weights):
     return [node(layer) for layer in range(layers)], node(layers)
 
 
-def evaluate(shape, context, ubatch, gpu_layers, workers, master):
-    """Per-node needs for one -ngl value; workers and master carry "usable" bytes. context: the KV cache's tokens
-    (every slot's)."""
-    layer_nodes, output_node = place(shape, gpu_layers, [worker["usable"] for worker in workers])
-    kv_layer = kv_bytes_per_layer(shape, context)
-    nodes = [dict(name=worker["endpoint"], usable=worker["usable"], layers=[], weights=0, kv=0) for worker in workers]
-    master_node = dict(name="master", usable=master["usable"], layers=[], weights=shape["input_bytes"], kv=0)
-    for layer, index in enumerate(layer_nodes):
-        node = master_node if index < 0 else nodes[index]
-        node["layers"].append(layer)
-        node["weights"] += shape["layer_bytes"][layer]
-        node["kv"] += kv_layer
-    output = master_node if output_node < 0 else nodes[output_node]
-    output["weights"] += shape["output_bytes"]
-    for node in nodes + [master_node]:
-        holds_output = node is output
-        busy = bool(node["layers"]) or holds_output or node is master_node
-        node["compute"] = compute_bytes(shape, context, ubatch, holds_output) if busy else 0
-        node["need"] = node["weights"] + node["kv"] + node["compute"]
-        node["fits"] = node["need"] <= node["usable"]
-        node["output"] = holds_output
-    return nodes, master_node
+class Planner:
+    """Evaluates choices (slots, -ngl) for one model and cluster; with a projector, through llama.cpp."""
 
+    def __init__(self, shape, context, ubatch, workers, master, fraction, projector=None, master_reserved=0):
+        """context: tokens per slot; workers: [{"endpoint", "free", "total"}] (bytes, from rpc_probe); master: {"free",
+        "total"}; projector(endpoints, gpu_layers, tensor_split, context, slots) -> llama_fit.parse()'s dict;
+        master_reserved: bytes the master holds beside the model (llama-server's prompt cache)."""
+        if not shape["modelled"] and projector is None:
+            raise PlanError(
+                "the collection does not model the caches of architecture %r (it models %s), and planning it as a LLaMA "
+                "would be wrong: the plan needs llama.cpp's own projection, which runs on the master with llama_build's "
+                "build (llama-fit-params in llama_build_targets) and its workers up. Deploy with playbooks/deploy.yml, "
+                "or use a model of a modelled architecture." % (shape["architecture"], ", ".join(sorted(model_arch.FAMILIES))))
+        self.shape, self.context, self.ubatch = shape, context, ubatch
+        self.fraction, self.projector, self.master_reserved = fraction, projector, master_reserved
+        self.workers = [dict(worker, usable=usable_bytes(worker["free"], worker["total"], fraction)) for worker in workers]
+        self.master = dict(master, usable=usable_bytes(master["free"], master["total"], fraction))
+        self.projections = 0
+        self._seen = {}
 
-def plan(shape, context, ubatch, workers, master, fraction, slots=1):
-    """Return the plan for the most slots, then the most layers on the workers, that fits, or raise PlanError with
-    the numbers. context: tokens per slot; slots: the most slots wanted (each with the whole context).
+    def evaluate(self, slots, gpu_layers, workers=None):
+        """Per-node needs for one choice: (worker nodes, master node)."""
+        workers = self.workers if workers is None else workers
+        key = (slots, gpu_layers, tuple(worker["endpoint"] for worker in workers))
+        if key not in self._seen:
+            self._seen[key] = self._evaluate(slots, gpu_layers, workers)
+        return self._seen[key]
 
-    workers: [{"endpoint", "free", "total"}] (bytes, from rpc_probe); master: {"free", "total"}.
-    """
-    workers = [dict(worker, usable=usable_bytes(worker["free"], worker["total"], fraction)) for worker in workers]
-    master = dict(master, usable=usable_bytes(master["free"], master["total"], fraction))
-    if not workers or sum(worker["usable"] for worker in workers) == 0:
-        raise PlanError("no worker reports any usable memory")
-    for slot_count in range(slots, 0, -1):
-        for gpu_layers in range(shape["layers"] + 1, -1, -1):
-            nodes, master_node = evaluate(shape, context * slot_count, ubatch, gpu_layers, workers, master)
-            if all(node["fits"] for node in nodes) and master_node["fits"]:
-                planned = result(shape, context, slot_count, slots, gpu_layers, workers, nodes, master_node)
-                planned["advice"] = right_size(shape, context * slot_count, ubatch, workers, master, fraction)
+    def _evaluate(self, slots, gpu_layers, workers):
+        shape = self.shape
+        context = self.context * slots
+        split = tensor_split(workers) if workers else []
+        layer_nodes, output_node = place(shape, gpu_layers, split)
+        nodes = [dict(name=worker["endpoint"], usable=worker["usable"], layers=[], weights=0, kv=0) for worker in workers]
+        master = dict(name="master", usable=self.master["usable"], layers=[], weights=shape["input_bytes"], kv=0)
+        for layer, index in enumerate(layer_nodes):
+            node = master if index < 0 else nodes[index]
+            node["layers"].append(layer)
+            node["weights"] += shape["layer_bytes"][layer]
+            if shape["modelled"]:
+                node["kv"] += model_arch.layer_cache_bytes(shape, layer, context, slots, self.ubatch)
+        output = master if output_node < 0 else nodes[output_node]
+        output["weights"] += shape["output_bytes"]
+        for node in nodes + [master]:
+            node["output"] = node is output
+            node["kv_estimate"] = node["kv"]
+            busy = bool(node["layers"]) or node["output"] or node is master
+            node["compute"] = compute_estimate(shape, self.ubatch, node["output"]) if busy else 0
+            node["source"] = "estimate"
+        if self.projector is not None:
+            projected = self.projector([worker["endpoint"] for worker in workers], gpu_layers, split, context, slots)
+            self.projections += 1
+            for node in nodes + [master]:
+                figures = projected["master"] if node is master else projected["workers"][node["name"]]
+                # (the plain table leaves out the master's repacked weights: its figure is then too low to check)
+                if node is not master or projected.get("complete", True):
+                    self._check_weights(node, figures["model"], gpu_layers)
+                node["projected_weights"] = figures["model"]
+                node["kv"], node["compute"], node["source"] = figures["context"], figures["compute"], "llama.cpp"
+        master["reserved"] = self.master_reserved
+        for node in nodes + [master]:
+            node["need"] = node["weights"] + node["kv"] + node["compute"] + node.get("reserved", 0)
+            node["fits"] = node["need"] <= node["usable"]
+        return nodes, master
+
+    def _check_weights(self, node, projected, gpu_layers):
+        """The staging sends each worker the tensors model_arch places there: refuse a model where llama.cpp places
+        others (its figure is whole MiB, rounded up)."""
+        relative, absolute = WEIGHTS_TOLERANCE
+        if abs(node["weights"] - projected) > max(relative * projected, absolute):
+            raise PlanError(
+                "llama.cpp places %s of %s's weights on %s at -ngl %d, the collection %s: it would stage the wrong "
+                "tensors in the workers' caches. Set rpc_master_stage_caches: false for this model (llama.cpp then "
+                "sends the weights itself), and report the model's architecture to the collection."
+                % (human(projected), self.shape["architecture"], node["name"], gpu_layers, human(node["weights"])))
+
+    def fits(self, slots, gpu_layers, workers=None):
+        nodes, master = self.evaluate(slots, gpu_layers, workers)
+        return all(node["fits"] for node in nodes) and master["fits"]
+
+    def most_layers(self, slots):
+        """The most -ngl at which every worker fits (fewer layers only move weight to the master), or None when the
+        master cannot hold the rest even then."""
+        everything = self.shape["layers"] + 1
+        if self.fits(slots, everything):
+            return everything
+
+        def workers_fit(gpu_layers):
+            nodes, _master = self.evaluate(slots, gpu_layers)
+            return all(node["fits"] for node in nodes)
+
+        low, high = 0, everything  # workers_fit(0) holds (they hold nothing); workers_fit(everything) may not
+        if workers_fit(everything):
+            return None  # the workers hold everything, and the master still does not fit
+        while high - low > 1:
+            middle = (low + high) // 2
+            if workers_fit(middle):
+                low = middle
+            else:
+                high = middle
+        return low if self.fits(slots, low) else None
+
+    def plan(self, slots):
+        if not self.workers or sum(worker["usable"] for worker in self.workers) == 0:
+            raise PlanError("no worker reports any usable memory")
+        for slot_count in range(slots, 0, -1):
+            gpu_layers = self.most_layers(slot_count)
+            if gpu_layers is not None:
+                planned = self.result(slot_count, slots, gpu_layers)
+                planned["advice"] = self.right_size(slot_count)
+                planned["projections"] = self.projections
                 return planned
-    nodes, master_node = evaluate(shape, context, ubatch, shape["layers"] + 1, workers, master)
-    need = sum(node["need"] for node in nodes) + master_node["need"]
-    usable = sum(worker["usable"] for worker in workers) + master["usable"]
-    raise PlanError(
-        "the model does not fit, even with one slot: it needs about %s (weights %s, KV cache %s for a context of %d "
-        "tokens, compute buffers %s) and the cluster can give %s (%s; each node at most %d%% of its RAM and no more "
-        "than is free). Add workers or larger instances, lower the context size, or use a smaller (more quantised) model."
-        % (human(need), human(shape["weights_bytes"]), human(kv_bytes_per_layer(shape, context) * shape["layers"]),
-           context, human(sum(node["compute"] for node in nodes) + master_node["compute"]), human(usable),
-           ", ".join(["%s %s" % (worker["endpoint"], human(worker["usable"])) for worker in workers]
-                     + ["master %s" % human(master["usable"])]),
-           round(fraction * 100)))
+        nodes, master = self.evaluate(1, self.shape["layers"] + 1)
+        need = sum(node["need"] for node in nodes) + master["need"]
+        usable = sum(worker["usable"] for worker in self.workers) + self.master["usable"]
+        raise PlanError(
+            "the model does not fit, even with one slot: it needs about %s (weights %s, caches %s for a context of %d "
+            "tokens, compute buffers %s%s) and the cluster can give %s (%s; each node at most %d%% of its RAM and no "
+            "more than is free). Add workers or larger instances, lower the context size, or use a smaller (more "
+            "quantised) model." % (
+                human(need), human(self.shape["loaded_bytes"]), human(sum(node["kv"] for node in nodes) + master["kv"]),
+                self.context, human(sum(node["compute"] for node in nodes) + master["compute"]),
+                (", llama-server's prompt cache %s" % human(self.master_reserved)) if self.master_reserved else "",
+                human(usable), ", ".join(["%s %s" % (worker["endpoint"], human(worker["usable"])) for worker in self.workers]
+                                         + ["master %s" % human(self.master["usable"])]),
+                round(self.fraction * 100)))
 
+    def right_size(self, slots):
+        """Whether fewer nodes would hold the same plan (every slot's cache included). RPC pools memory, it does not
+        add compute: each token crosses every worker in turn, so a model split over more nodes than it needs runs
+        slower.
 
-def right_size(shape, context, ubatch, workers, master, fraction):
-    """Whether fewer nodes would hold the same plan (every slot's KV cache included). RPC pools memory, it does not
-    add compute: each token crosses every worker in turn, so a model split over more nodes than it needs runs slower.
-
-    master_alone: everything, with the master's own compute buffer, within the master's usable memory.
-    fewest_workers: the fewest of the workers, first ones first, that hold every layer (None: all of them are needed).
-    single_node_bytes: what one node would need; single_instance: the smallest C8g whose memory holds that at
-    `fraction` (graviton_types), or None.
-    """
-    _nodes, alone_master = evaluate(shape, context, ubatch, 0, workers, master)
-    fewest = None
-    for count in range(1, len(workers)):
-        nodes, master_node = evaluate(shape, context, ubatch, shape["layers"] + 1, workers[:count], master)
-        if all(node["fits"] for node in nodes) and master_node["fits"]:
-            fewest = count
-            break
-    single = graviton_types.smallest_holding(alone_master["need"], fraction)
-    return {
-        "master_alone": alone_master["fits"],
-        "fewest_workers": fewest,
-        "workers": len(workers),
-        "single_node_bytes": alone_master["need"],
-        "master_usable_bytes": alone_master["usable"],
-        "single_instance": single["name"] if single else None,
-        "single_instance_memory_gib": single["memory_gib"] if single else None,
-    }
-
-
-def result(shape, context, slots, slots_asked, gpu_layers, workers, nodes, master_node):
-    everything_offloaded = gpu_layers > shape["layers"]
-
-    def describe(node):
+        master_alone: everything, with the master's own compute buffer, within the master's usable memory.
+        fewest_workers: the fewest of the workers, first ones first, that hold every layer (None: all are needed).
+        single_node_bytes: what one node would need; single_instance: the smallest C8g whose memory holds that at
+        `fraction` (graviton_types), or None.
+        """
+        _nodes, alone = self.evaluate(slots, 0, workers=[])
+        fewest = None
+        for count in range(1, len(self.workers)):
+            if self.fits(slots, self.shape["layers"] + 1, self.workers[:count]):
+                fewest = count
+                break
+        single = graviton_types.smallest_holding(alone["need"], self.fraction)
         return {
-            "name": node["name"],
-            "layers": [node["layers"][0], node["layers"][-1]] if node["layers"] else [],
-            "layer_count": len(node["layers"]),
-            "output": node["output"],
-            "weights_bytes": node["weights"],
-            "kv_bytes": node["kv"],
-            "compute_bytes": node["compute"],
-            "need_bytes": node["need"],
-            "usable_bytes": node["usable"],
-            "use_ratio": round(float(node["need"]) / node["usable"], 3) if node["usable"] else None,
+            "master_alone": alone["fits"],
+            "fewest_workers": fewest,
+            "workers": len(self.workers),
+            "single_node_bytes": alone["need"],
+            "master_usable_bytes": alone["usable"],
+            "single_instance": single["name"] if single else None,
+            "single_instance_memory_gib": single["memory_gib"] if single else None,
         }
 
-    return {
-        "n_gpu_layers": ALL_LAYERS if everything_offloaded else gpu_layers,
-        "master_carries_layers": not everything_offloaded,
-        # Proportional to each worker's usable memory, in MiB: llama.cpp normalises the list itself.
-        "tensor_split": [max(1, worker["usable"] // MIB) for worker in workers],
-        "context": context,
-        # llama-server's slots (-np) and its whole context (-c: every slot's, split between them).
-        "slots": slots,
-        "slots_asked": slots_asked,
-        "server_context": context * slots,
-        "workers": [describe(node) for node in nodes],
-        "master": describe(master_node),
-        "need_bytes": sum(node["need"] for node in nodes) + master_node["need"],
-    }
+    def result(self, slots, slots_asked, gpu_layers):
+        nodes, master = self.evaluate(slots, gpu_layers)
+        everything_offloaded = gpu_layers > self.shape["layers"]
+
+        def describe(node):
+            described = {
+                "name": node["name"],
+                "layers": [node["layers"][0], node["layers"][-1]] if node["layers"] else [],
+                "layer_count": len(node["layers"]),
+                "output": node["output"],
+                "weights_bytes": node["weights"],
+                "kv_bytes": node["kv"],
+                "kv_estimate_bytes": node["kv_estimate"],
+                "compute_bytes": node["compute"],
+                "need_bytes": node["need"],
+                "usable_bytes": node["usable"],
+                "use_ratio": round(float(node["need"]) / node["usable"], 3) if node["usable"] else None,
+                "figures": node["source"],
+            }
+            if "projected_weights" in node:
+                described["projected_weights_bytes"] = node["projected_weights"]
+            if node.get("reserved"):
+                described["reserved_bytes"] = node["reserved"]
+            return described
+
+        return {
+            "n_gpu_layers": ALL_LAYERS if everything_offloaded else gpu_layers,
+            "master_carries_layers": bool(master["layers"]),
+            "tensor_split": tensor_split(self.workers),
+            "context": self.context,
+            # llama-server's slots (-np) and its whole context (-c: every slot's, split between them)
+            "slots": slots,
+            "slots_asked": slots_asked,
+            "server_context": self.context * slots,
+            "workers": [describe(node) for node in nodes],
+            "master": describe(master),
+            "need_bytes": sum(node["need"] for node in nodes) + master["need"],
+            "figures": master["source"],
+        }
+
+
+def plan(shape, context, ubatch, workers, master, fraction, slots=1, projector=None, master_reserved=0):
+    """The plan for the most slots, then the most layers on the workers, that fits; or PlanError with the numbers."""
+    return Planner(shape, context, ubatch, workers, master, fraction, projector, master_reserved).plan(slots)

@@ -1,18 +1,23 @@
 # -*- coding: utf-8 -*-
 # Copyright: graviton.llama_rpc contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Read the header of a GGUF model file: its metadata and its tensor table, never its weights.
+"""Read a GGUF model, one file or a multi-part set: its metadata and its tensor table, never its weights.
 
 GGUF (versions 2 and 3, little-endian): magic "GGUF" | u32 version | u64 tensor count | u64 metadata
 count | metadata (key, u32 type, value)... | tensor infos (name, u32 dims, u64 shape..., u32 ggml type,
-u64 offset)... | padding to general.alignment | tensor data. A tensor's size on disk is the distance to
-the next tensor's offset (the last one: to the end of the file), so no table of quantisation block sizes
-is needed and every type, present or future, is sized exactly.
+u64 offset)... | padding to general.alignment | tensor data.
+
+A model over the Hugging Face hub's 50 GB file limit is published as a set: <prefix>-00001-of-00009.gguf and so
+on (llama.cpp's llama_split_path, "%s-%05d-of-%05d.gguf"). Each part is a GGUF file of its own with split.no
+(0-based), split.count and split.tensors.count (the tensors of every part); the first part holds the model's
+metadata. llama.cpp loads a set from its first part and finds the others beside it by name
+(src/llama-model-loader.cpp): read_model does the same, and refuses what llama.cpp would refuse, with the fix.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import struct
 
 MAGIC = b"GGUF"
@@ -22,16 +27,33 @@ DEFAULT_ALIGNMENT = 32
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING = 8
 _ARRAY = 9
-# (elements per block, bytes per block) of the common ggml types: a tensor's data bytes (data_bytes), to spot a
-# truncated file and to know what llama.cpp hashes. F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, BF16.
-_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 10: (256, 84),
-           11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
-# Arrays longer than this are summarised by their length (tokenizer vocabularies run to 250k entries).
+# Arrays longer than these are summarised by their length (tokenizer vocabularies run to 250k entries); per-layer
+# values (head counts, sliding-window patterns) are kept whole up to llama.cpp's LLAMA_MAX_LAYERS.
 _ARRAY_KEEP = 64
+_NUMBER_ARRAY_KEEP = 512
+
+# Every tensor type of llama.cpp b11312: id -> (name, elements per block, bytes per block). The ids and names are
+# ggml/include/ggml.h's enum ggml_type, the block sizes its ggml/src/ggml.c type_traits (blck_size, type_size), as
+# the pinned source's gguf-py lists them (GGML_QUANT_SIZES); tests/unit/plugins/module_utils/test_gguf.py checks this
+# table against both. A tensor's bytes (ggml_nbytes, what llama.cpp hashes and sends) follow from its type and shape.
+GGML_TYPES = {
+    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36), 10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98), 19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110), 22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56), 30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17), 40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18), 42: ("Q2_0", 64, 18),
+}
+
+# llama_split_path's names: <prefix>-<part, from 1>-of-<count>.gguf, five digits each.
+SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<number>\d{5})-of-(?P<count>\d{5})\.gguf$")
+SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
 
 
 class GGUFError(ValueError):
-    """The file is not a GGUF model this reader understands."""
+    """The file is not a GGUF model this reader understands, or not a whole one."""
 
 
 class _Reader:
@@ -60,29 +82,53 @@ class _Reader:
         if kind == _ARRAY:
             element_kind = self.unpack("<I")
             count = self.unpack("<Q")
-            if element_kind in _SCALARS and count > _ARRAY_KEEP:
-                # Skip over fixed-size elements in one seek.
-                self.handle.seek(count * struct.calcsize(_SCALARS[element_kind]), os.SEEK_CUR)
-                return {"array_length": count}
+            if element_kind in _SCALARS:
+                size = struct.calcsize(_SCALARS[element_kind])
+                if count > _NUMBER_ARRAY_KEEP:  # skipped over in one seek
+                    self.handle.seek(count * size, os.SEEK_CUR)
+                    return {"array_length": count}
+                data = self.handle.read(count * size)
+                if len(data) != count * size:
+                    raise GGUFError("%s: the GGUF header ends early (truncated file?)" % self.path)
+                return list(struct.unpack("<%d%s" % (count, _SCALARS[element_kind][1]), data))
             values = [self.value(element_kind) for _index in range(count)]
             return values if count <= _ARRAY_KEEP else {"array_length": count}
         raise GGUFError("%s: unknown metadata type %d in the header" % (self.path, kind))
 
 
+def type_name(type_id):
+    return GGML_TYPES[type_id][0] if type_id in GGML_TYPES else "type %d" % type_id
+
+
 def data_bytes(tensor):
-    """A tensor's data bytes (ggml_nbytes: what llama.cpp hashes and sends), from its type and shape; None for a type
-    without a known block size. (read_header's "size" runs to the next tensor, alignment padding included.)"""
-    if tensor["type"] not in _BLOCKS:
-        return None
-    elements_per_block, block_bytes = _BLOCKS[tensor["type"]]
+    """A tensor's data bytes, ggml_nbytes: what llama.cpp allocates, hashes and sends. (read_header's "size" runs to
+    the next tensor, alignment padding included.) The type must be one of GGML_TYPES (read_header refuses others)."""
+    _name, elements_per_block, block_bytes = GGML_TYPES[tensor["type"]]
     count = 1
     for dim in tensor["shape"]:
         count *= dim
-    return -(-count // elements_per_block) * block_bytes
+    return count // elements_per_block * block_bytes
+
+
+def _check_tensor(path, tensor):
+    """What llama.cpp's gguf reader refuses: a type it does not have, a row that is not whole blocks."""
+    if tensor["type"] not in GGML_TYPES:
+        raise GGUFError(
+            "%s: tensor %s has ggml type %d, which llama.cpp %s does not have (it knows %s): the file was written for "
+            "another llama.cpp release, or is damaged. Use a model quantized with a type of this release, or set "
+            "llama_build_version to a release that has that type." % (
+                path, tensor["name"], tensor["type"], "b11312", ", ".join(name for name, _e, _b in GGML_TYPES.values())))
+    elements_per_block = GGML_TYPES[tensor["type"]][1]
+    if tensor["shape"] and tensor["shape"][0] % elements_per_block:
+        raise GGUFError("%s: tensor %s (%s) has rows of %d values, not whole blocks of %d: a damaged file"
+                        % (path, tensor["name"], type_name(tensor["type"]), tensor["shape"][0], elements_per_block))
 
 
 def read_header(path):
-    """Return {"version", "metadata", "tensors": [{name, shape, type, offset, size}], "data_offset", "file_size"}."""
+    """One GGUF file. Returns {"version", "metadata", "tensors": [{name, shape, type, offset, size, bytes, path,
+    file_offset}], "data_offset", "file_size"}: offset is relative to the data section, file_offset to the file's
+    start, bytes is data_bytes, size runs to the next tensor (padding included)."""
+    path = os.fspath(path)
     file_size = os.path.getsize(path)
     with open(path, "rb") as handle:
         reader = _Reader(handle, path)
@@ -105,66 +151,98 @@ def read_header(path):
             tensors.append({"name": name, "shape": shape, "type": reader.unpack("<I"), "offset": reader.unpack("<Q")})
         alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
         data_offset = -(-handle.tell() // alignment) * alignment
+    for tensor in tensors:
+        _check_tensor(path, tensor)
     ends = sorted(tensor["offset"] for tensor in tensors) + [file_size - data_offset]
     next_offset = dict(zip(ends, ends[1:]))
     for tensor in tensors:
         tensor["size"] = next_offset[tensor["offset"]] - tensor["offset"]
-    for tensor in tensors:
-        needed = data_bytes(tensor)
-        if needed is not None and tensor["size"] < needed:
-            raise GGUFError("%s is shorter than its tensor table says (%s is cut off): an incomplete download?"
-                            % (path, tensor["name"]))
+        tensor["bytes"] = data_bytes(tensor)
+        tensor["path"] = path
+        tensor["file_offset"] = data_offset + tensor["offset"]
+        if tensor["size"] < tensor["bytes"]:
+            raise GGUFError("%s is shorter than its tensor table says (%s, %s, is cut off): an incomplete download?"
+                            % (path, tensor["name"], type_name(tensor["type"])))
     return {"version": version, "metadata": metadata, "tensors": tensors, "data_offset": data_offset, "file_size": file_size}
 
 
-def model_shape(header):
-    """The figures a memory plan needs, from the metadata of a decoder-only transformer."""
-    metadata = header["metadata"]
-    arch = metadata.get("general.architecture")
-    if not arch:
-        raise GGUFError("the model has no general.architecture: not a llama.cpp model file")
+def split_name(path):
+    """(prefix, part number from 1, part count) when the file name follows llama.cpp's pattern, else None."""
+    match = SPLIT_NAME.match(os.path.basename(path))
+    if not match:
+        return None
+    return os.path.join(os.path.dirname(path), match.group("prefix")), int(match.group("number")), int(match.group("count"))
 
-    def number(key, default=None):
-        value = metadata.get("%s.%s" % (arch, key), default)
-        if isinstance(value, list):  # per-layer values (e.g. head_count_kv on some architectures): the largest
-            value = max(value)
-        if value is None:
-            raise GGUFError("the model's metadata lacks %s.%s" % (arch, key))
-        return int(value)
 
-    layers = number("block_count")
-    embd = number("embedding_length")
-    heads = number("attention.head_count")
-    kv_heads = number("attention.head_count_kv", heads) or heads
-    key_length = number("attention.key_length", embd // heads)
-    value_length = number("attention.value_length", embd // heads)
-    feed_forward = number("feed_forward_length", 4 * embd)
-    layer_bytes = [0] * layers
-    other = {}
-    for tensor in header["tensors"]:
-        parts = tensor["name"].split(".")
-        if parts[0] == "blk" and len(parts) > 1 and parts[1].isdigit() and int(parts[1]) < layers:
-            layer_bytes[int(parts[1])] += tensor["size"]
-        else:
-            other[tensor["name"]] = tensor["size"]
-    tokens = metadata.get("tokenizer.ggml.tokens")
-    vocab = tokens["array_length"] if isinstance(tokens, dict) else len(tokens or [])
-    return {
-        "architecture": arch,
-        "name": metadata.get("general.name", ""),
-        "layers": layers,
-        "embedding_length": embd,
-        "heads": heads,
-        "kv_heads": kv_heads,
-        "kv_width": kv_heads * (key_length + value_length),
-        "feed_forward_length": feed_forward,
-        "context_length": number("context_length", 0),
-        "vocab_size": vocab,
-        "layer_bytes": layer_bytes,
-        # Token embeddings stay on the master (llama.cpp keeps the input layer on the CPU); the output
-        # head and norm go with the last offloaded layer.
-        "input_bytes": sum(size for name, size in other.items() if name.startswith("token_embd")),
-        "output_bytes": sum(size for name, size in other.items() if not name.startswith("token_embd")),
-        "weights_bytes": sum(tensor["size"] for tensor in header["tensors"]),
-        "tensor_count": len(header["tensors"]),
-    }
+def part_path(prefix, number, count):
+    """llama_split_path: the name of part `number` (from 1) of a set of `count`."""
+    return "%s-%05d-of-%05d.gguf" % (prefix, number, count)
+
+
+def set_base_name(path):
+    """The name a model is known by: the file name without .gguf, and for a set without the -0000k-of-0000n part."""
+    split = split_name(path)
+    base = os.path.basename(split[0]) if split else os.path.basename(path)
+    return base[:-len(".gguf")] if base.endswith(".gguf") else base
+
+
+def _split_fields(header):
+    return [header["metadata"].get(key) for key in SPLIT_KEYS]
+
+
+def read_model(path):
+    """A model from the file llama.cpp loads: a single file, or the first part of a set, whose other parts must lie
+    beside it under llama.cpp's names. Returns read_header's dict for the whole model: the first part's metadata,
+    every part's tensors (each with its part's path and file_offset), "parts": [{"path", "size"}] and "file_size" the
+    parts' total. Refuses, naming the fix: another part than the first, a missing part, a part of another set, a
+    tensor in two parts, a set whose tensor count is not split.tensors.count."""
+    path = os.fspath(path)
+    first = read_header(path)
+    number, count, tensor_count = _split_fields(first)
+    count = int(count or 1)
+    split = split_name(path)
+    if number not in (None, 0):
+        fix = ("its first part, %s" % os.path.basename(part_path(split[0], 1, split[2]))) if split else "its first part"
+        raise GGUFError("%s is part %d of %d of a multi-part model; llama.cpp loads a set from its first part: point at "
+                        "%s" % (path, int(number) + 1, count, fix))
+    if count == 1:
+        first["parts"] = [{"path": path, "size": first["file_size"]}]
+        return first
+    if not split or split[2] != count:
+        raise GGUFError("%s is the first of %d parts, and its name does not end in -00001-of-%05d.gguf: llama.cpp finds "
+                        "the other parts by that name. Keep the published file names (or rename every part the same "
+                        "way: NAME-00001-of-%05d.gguf ...)" % (path, count, count, count))
+    prefix = split[0]
+    parts = [first]
+    for number in range(2, count + 1):
+        other = part_path(prefix, number, count)
+        if not os.path.exists(other):
+            raise GGUFError("part %d of %d of %s, %s, is not beside it: every part of a set must be in one directory "
+                            "under llama.cpp's names (fetch the missing part)" % (number, count, os.path.basename(path),
+                                                                                  os.path.basename(other)))
+        header = read_header(other)
+        fields = _split_fields(header)
+        if fields != [number - 1, count, tensor_count]:
+            raise GGUFError(
+                "%s is not part %d of the set of %s: it says split.no=%s, split.count=%s, split.tensors.count=%s where "
+                "the set needs %d, %d, %s (a part of another model, or of another upload of it). Fetch every part of "
+                "one set" % (other, number, os.path.basename(path), fields[0], fields[1], fields[2], number - 1, count,
+                             tensor_count))
+        parts.append(header)
+    seen = {}
+    for header, part in zip(parts, range(1, count + 1)):
+        for tensor in header["tensors"]:
+            if tensor["name"] in seen:
+                raise GGUFError("tensor %s is in part %d and in part %d of %s: the parts overlap (llama.cpp refuses a "
+                                "duplicated tensor). Fetch every part of one set" % (tensor["name"], seen[tensor["name"]],
+                                                                                       part, os.path.basename(path)))
+            seen[tensor["name"]] = part
+    if tensor_count is not None and len(seen) != int(tensor_count):
+        raise GGUFError("the %d parts of %s hold %d tensors and the set says %d (split.tensors.count): a damaged set"
+                        % (count, os.path.basename(path), len(seen), int(tensor_count)))
+    model = dict(first)
+    model["tensors"] = [tensor for header in parts for tensor in header["tensors"]]
+    model["parts"] = [{"path": header_path, "size": header["file_size"]}
+                      for header, header_path in zip(parts, [path] + [part_path(prefix, n, count) for n in range(2, count + 1)])]
+    model["file_size"] = sum(part["size"] for part in model["parts"])
+    return model

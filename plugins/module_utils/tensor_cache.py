@@ -8,8 +8,8 @@ A worker started with -c keeps every weight tensor over HASH_THRESHOLD that it r
 the master's SET_TENSOR_HASH from that file instead of receiving the bytes. The bytes are the tensor's
 data exactly as it lies in the GGUF file, so the cache can be filled from the file itself.
 
-This module: which tensors of a GGUF file travel by hash (their exact sizes and offsets), which worker
-each goes to under a fit plan (the same placement llama.cpp makes), and the staging wire format between
+This module: which tensors of a model (every part of a set) travel by hash (their files, exact sizes and offsets),
+which worker each goes to under a fit plan (the same placement llama.cpp makes), and the staging wire format between
 the master (sender) and a worker (receiver):
 
     sender -> receiver:  one line of JSON: {"tensors": [{"hash", "size"}...]}   what it will send
@@ -23,23 +23,29 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf
-
 HASH_THRESHOLD = 10 * 1024 * 1024  # ggml-rpc.cpp: tensors over this size travel by hash
 CACHE_NAME = re.compile(r"^[0-9a-f]{16}$")
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
-def hashed_tensors(header):
-    """The tensors that travel by hash: [{"name", "offset" (absolute, in the file), "size", "layer" (or None)}]."""
+def hashed_tensors(model):
+    """The tensors llama.cpp sends to workers by hash: [{"name", "path" (its part), "offset" (in that file), "size",
+    "layer" (None for the output layer's)}]. Left out: tensors of HASH_THRESHOLD or less (they always travel), the
+    multi-token-prediction layers' (not loaded), and token_embd, which stays on the master, unless the model has no
+    output.weight: then llama.cpp sends a copy of it to the output layer's worker (tied embeddings)."""
+    metadata = model["metadata"]
+    arch = metadata.get("general.architecture", "")
+    trunk = int(metadata.get("%s.block_count" % arch, 0)) - int(metadata.get("%s.nextn_predict_layers" % arch, 0) or 0)
+    tied = not any(tensor["name"] == "output.weight" for tensor in model["tensors"])
     found = []
-    for tensor in header["tensors"]:
-        size = gguf.data_bytes(tensor)
-        if size is None or size <= HASH_THRESHOLD or tensor["name"].startswith("token_embd"):
-            continue  # token embeddings stay on the master; unknown types and small tensors always travel
+    for tensor in model["tensors"]:
         layer = _LAYER.match(tensor["name"])
-        found.append({"name": tensor["name"], "offset": header["data_offset"] + tensor["offset"], "size": size,
-                      "layer": int(layer.group(1)) if layer else None})
+        if tensor["bytes"] <= HASH_THRESHOLD or (layer and int(layer.group(1)) >= trunk):
+            continue
+        if tensor["name"].startswith("token_embd.") and not (tied and tensor["name"] == "token_embd.weight"):
+            continue
+        found.append({"name": tensor["name"], "path": tensor["path"], "offset": tensor["file_offset"],
+                      "size": tensor["bytes"], "layer": int(layer.group(1)) if layer else None})
     return found
 
 

@@ -8,15 +8,20 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: gguf_plan
-short_description: Read a GGUF model's header and plan its split across llama.cpp RPC workers
+short_description: Read a GGUF model's headers and plan its split across llama.cpp RPC workers
 version_added: 0.1.0
 description:
-  - Reads the header of a GGUF model on the master (architecture, layers, tensor sizes, context length,
-    KV heads), never its weights.
-  - Plans where the model goes the way llama.cpp places it with C(-ngl), C(--tensor-split) and C(--rpc),
-    weights, plus the KV cache for O(context_size), plus estimated compute buffers, against each worker's
-    free memory (from M(graviton.llama_rpc.rpc_probe)) and the master's, each capped at O(memory_fraction)
-    of its RAM. The split is proportional to what each worker may take.
+  - Reads the headers of a GGUF model on the master, one file or every part of a multi-part set (architecture, layers,
+    tensor types and sizes, context length), never its weights, and refuses what llama.cpp would refuse (a part
+    missing or of another set, a path to a part other than the first, a tensor type the pinned llama.cpp lacks, a file
+    cut short), naming the fix.
+  - Plans where the model goes the way llama.cpp places it with C(-ngl), C(--tensor-split) and C(--rpc): the most
+    llama-server slots asked for (O(slots)) that fit, then the most layers on the workers, against each worker's free
+    memory (from M(graviton.llama_rpc.rpc_probe)) and the master's, each capped at O(memory_fraction) of its RAM.
+  - With O(projection), what each choice needs on each node (weights, caches, compute buffers) is llama.cpp's own
+    projection (C(llama-fit-params --fit-print on), run here against the workers), for any architecture llama.cpp
+    loads. Without it, the collection's model of llama.cpp's caches (architectures llama, qwen3moe, gpt-oss, gemma3,
+    deepseek2 and qwen3next) and an estimate of the compute buffers; other architectures are refused.
   - When the workers cannot hold everything, the master's RAM carries the first layers (a lower
     C(-ngl)). When the cluster cannot hold the model at all, it fails with the numbers.
 author:
@@ -25,7 +30,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 options:
   path:
-    description: The GGUF model file on the master.
+    description: The GGUF model file on the master; for a multi-part set its first part (the others beside it).
     type: path
     required: true
   workers:
@@ -57,6 +62,16 @@ options:
   master_memory:
     description:
       - The master's C(free) and C(total) bytes. Default, this host's C(MemAvailable) and C(MemTotal).
+    type: dict
+  master_reserved_bytes:
+    description: Bytes the master holds beside the model, counted in its need (llama-server's prompt cache, C(--cache-ram)).
+    type: int
+    default: 0
+  projection:
+    description:
+      - Ask llama.cpp: C(program) (the build's C(llama-fit-params)), C(flash_attn) (C(auto), C(on) or C(off), as
+        llama-server runs; default C(auto)) and C(timeout) (seconds per projection, default 300). The workers must be
+        free (a worker serves one client at a time).
     type: dict
   load_figures:
     description:
@@ -96,11 +111,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 model:
-  description: What the header says.
+  description: What the headers say, and the set's C(parts) (paths) and C(base_name).
   returned: success
   type: dict
   sample: {"architecture": "llama", "layers": 80, "context_length": 131072, "kv_heads": 8,
-           "weights_bytes": 39969853440, "tensor_count": 723, "file_size": 39970000000}
+           "weights_bytes": 39969853440, "tensor_count": 723, "file_size": 39970000000,
+           "parts": ["/var/lib/llama-models/model.gguf"], "base_name": "model"}
 plan:
   description: Where everything goes (null when O(workers) is empty).
   returned: success
@@ -125,8 +141,14 @@ plan:
     master_carries_layers:
       description: Whether the master's RAM holds repeating layers too.
       type: bool
+    figures:
+      description: C(llama.cpp) when the needs are llama.cpp's own projection, C(estimate) when they are the collection's.
+      type: str
     workers:
-      description: Per worker, its layers, weights, KV cache, compute buffer, need and usable bytes.
+      description:
+        - Per worker, its layers, weights (the tensors the collection places there, checked against llama.cpp's
+          C(projected_weights_bytes)), caches (C(kv_bytes); C(kv_estimate_bytes) the collection's own figure),
+          compute buffer, need and usable bytes.
       type: list
       elements: dict
     master:
@@ -154,9 +176,8 @@ load:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import load_time, tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, llama_fit, load_time, model_arch, tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.fit_plan import PlanError, plan
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGUFError, model_shape, read_header
 
 
 def meminfo():
@@ -176,6 +197,26 @@ def worker_memory(worker):
             "total": sum(int(device["total"]) for device in devices)}
 
 
+def projector_for(params, model_path):
+    """llama_fit.project bound to this model and llama-server's settings, or None."""
+    options = params["projection"]
+    if not options:
+        return None
+    program = options.get("program")
+    flash_attn = str(options.get("flash_attn") or "auto")
+    if flash_attn not in ("auto", "on", "off"):
+        raise ValueError("projection.flash_attn must be auto, on or off, not %r" % flash_attn)
+
+    def project(endpoints, gpu_layers, split, context, slots):
+        try:
+            return llama_fit.project(program, model_path, endpoints, gpu_layers, split, context, slots, flash_attn,
+                                     timeout=int(options.get("timeout") or 300))
+        except llama_fit.ProjectionError as error:
+            raise PlanError("llama.cpp's projection of the model failed: %s" % error)
+
+    return project
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -186,6 +227,8 @@ def main():
             ubatch_size=dict(type="int", default=512),
             memory_fraction=dict(type="float", default=0.75),
             master_memory=dict(type="dict"),
+            master_reserved_bytes=dict(type="int", default=0),
+            projection=dict(type="dict"),
             load_figures=dict(type="dict"),
         ),
         supports_check_mode=True,
@@ -193,30 +236,33 @@ def main():
     params = module.params
     if not 0 < params["memory_fraction"] <= 1:
         module.fail_json(msg="memory_fraction must be above 0 and at most 1, got %s" % params["memory_fraction"])
-    if params["context_size"] < 0 or params["ubatch_size"] < 1 or params["slots"] < 1:
-        module.fail_json(msg="context_size must be 0 or more, ubatch_size and slots 1 or more")
+    if params["context_size"] < 0 or params["ubatch_size"] < 1 or params["slots"] < 1 or params["master_reserved_bytes"] < 0:
+        module.fail_json(msg="context_size and master_reserved_bytes must be 0 or more, ubatch_size and slots 1 or more")
     try:
         workers = [worker_memory(worker) for worker in params["workers"]]
     except ValueError as error:
         module.fail_json(msg=str(error))
     try:
-        header = read_header(params["path"])
-        shape = model_shape(header)
-    except (OSError, GGUFError) as error:
+        model = gguf.read_model(params["path"])
+        shape = model_arch.shape(model)
+    except (OSError, gguf.GGUFError, model_arch.ArchError) as error:
         module.fail_json(msg="cannot read the model: %s. llama.cpp loads GGUF files only: point at a .gguf model "
                          "(convert others with llama.cpp's convert_hf_to_gguf.py)" % error)
     context = params["context_size"] or shape["context_length"]
     if not context:
         module.fail_json(msg="the model states no context length: set the context size explicitly")
-    model = {key: value for key, value in shape.items() if key != "layer_bytes"}
-    model["file_size"] = header["file_size"]
+    info = {key: value for key, value in shape.items() if key not in ("layer_bytes", "kv")}
+    info.update(file_size=model["file_size"], parts=[part["path"] for part in model["parts"]],
+                base_name=gguf.set_base_name(params["path"]))
     if not workers:
-        module.exit_json(changed=False, model=model, plan=None)
+        module.exit_json(changed=False, model=info, plan=None)
     master = params["master_memory"] or meminfo()
     try:
-        result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"], params["slots"])
-    except PlanError as error:
-        module.fail_json(msg=str(error), model=model)
+        projector = projector_for(params, params["path"])
+        result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"], params["slots"],
+                      projector=projector, master_reserved=params["master_reserved_bytes"])
+    except (PlanError, ValueError) as error:
+        module.fail_json(msg=str(error), model=info)
     load = None
     if params["load_figures"]:
         figures = params["load_figures"]
@@ -224,9 +270,9 @@ def main():
                    if not figures.get(key)]
         if missing:
             module.fail_json(msg="load_figures needs %s (bytes per second)" % ", ".join(missing))
-        shares = tensor_cache.assign(tensor_cache.hashed_tensors(header), result)
-        load = {state: load_time.for_plan(header, result, shares, figures, state) for state in ("cold", "staged")}
-    module.exit_json(changed=False, model=model, plan=result, load=load)
+        shares = tensor_cache.assign(tensor_cache.hashed_tensors(model), result)
+        load = {state: load_time.for_plan(model, result, shares, figures, state) for state in ("cold", "staged")}
+    module.exit_json(changed=False, model=info, plan=result, load=load)
 
 
 if __name__ == "__main__":

@@ -11,18 +11,19 @@ module: gguf_tensor_hashes
 short_description: The names a GGUF model's tensors take in llama.cpp RPC workers' tensor caches
 version_added: 0.2.0
 description:
-  - Runs on the master. Lists the model's weight tensors that travel to RPC workers by hash (over 10 MiB, the token
-    embeddings excepted, which stay on the master) with their exact offset and size in the file, and hashes each the way
-    llama.cpp does (FNV-1a 64) with O(tool), at disk speed.
-  - The hashes are kept in O(manifest) and reused while the model file is unchanged (same size, modification time and
-    inode), so a re-run reads nothing but the header.
+  - Runs on the master. Lists the model's weight tensors that travel to RPC workers by hash (over 10 MiB; the token
+    embeddings stay on the master unless the model ties them to its output; the multi-token-prediction layers are not
+    loaded) with their file, exact offset and size, in every part of a multi-part set, and hashes each the way llama.cpp
+    does (FNV-1a 64) with O(tool), at disk speed.
+  - The hashes are kept in O(manifest) and reused while every part is unchanged (same size, modification time and
+    inode), so a re-run reads nothing but the headers.
 author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 options:
   path:
-    description: The GGUF model file.
+    description: The GGUF model file (a multi-part set's first part).
     type: path
     required: true
   tool:
@@ -54,7 +55,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 tensors:
-  description: C(name), C(offset) (absolute), C(size), C(layer) (null outside the repeating layers) and C(hash).
+  description: C(name), C(path) (its part), C(offset) (in that file), C(size), C(layer) (null for the output layer's) and
+    C(hash).
   returned: always
   type: list
   elements: dict
@@ -78,10 +80,16 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGUFError, read_header
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGUFError, read_model
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import hashed_tensors
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # 2: every part of a set, each tensor with its file
+
+
+def file_identity(path):
+    """What tells a file changed without reading it: size, modification time, inode."""
+    stat = os.stat(path)
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
 
 
 def main():
@@ -95,11 +103,10 @@ def main():
     )
     params = module.params
     try:
-        stat = os.stat(params["path"])
-        header = read_header(params["path"])
+        model = read_model(params["path"])
+        identity = [MANIFEST_VERSION] + [[part["path"]] + file_identity(part["path"]) for part in model["parts"]]
     except (OSError, GGUFError) as error:
         module.fail_json(msg="cannot read the model: %s" % error)
-    identity = [MANIFEST_VERSION, stat.st_size, stat.st_mtime_ns, stat.st_ino]
     try:
         with open(params["manifest"]) as handle:
             kept = json.load(handle)
@@ -108,14 +115,20 @@ def main():
                              seconds=0.0, hash_rate=None)
     except (OSError, ValueError):
         pass
-    tensors = hashed_tensors(header)
+    tensors = hashed_tensors(model)
     started = time.monotonic()
-    if tensors:
-        ranges = [str(value) for tensor in tensors for value in (tensor["offset"], tensor["size"])]
-        rc, stdout, stderr = module.run_command([params["tool"], "hash", params["path"]] + ranges, expand_user_and_vars=False)
+    for part in model["parts"]:
+        in_part = [tensor for tensor in tensors if tensor["path"] == part["path"]]
+        if not in_part:
+            continue
+        ranges = [str(value) for tensor in in_part for value in (tensor["offset"], tensor["size"])]
+        rc, stdout, stderr = module.run_command([params["tool"], "hash", part["path"]] + ranges, expand_user_and_vars=False)
         if rc != 0:
-            module.fail_json(msg="hashing %s failed: %s" % (params["path"], stderr.strip() or rc))
-        for tensor, line in zip(tensors, stdout.splitlines()):
+            module.fail_json(msg="hashing %s failed: %s" % (part["path"], stderr.strip() or rc))
+        lines = stdout.splitlines()
+        if len(lines) != len(in_part):
+            module.fail_json(msg="hashing %s gave %d hashes for %d tensors" % (part["path"], len(lines), len(in_part)))
+        for tensor, line in zip(in_part, lines):
             tensor["hash"] = line.split()[0]
     seconds = time.monotonic() - started
     hashed = sum(tensor["size"] for tensor in tensors)

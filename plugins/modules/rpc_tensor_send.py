@@ -12,7 +12,7 @@ short_description: Send a model's tensors from the master into the RPC workers' 
 version_added: 0.2.0
 description:
   - Runs on the master. For each worker, connects to the receiver M(graviton.llama_rpc.rpc_tensor_cache) listens with,
-    says which tensors it sends, and streams them straight from the model file (C(sendfile), no copy through Python),
+    says which tensors it sends, and streams them straight from the model's files (C(sendfile), no copy through Python),
     one connection per worker, all workers in parallel.
   - The worker stores each tensor only when its bytes hash to its name, so a cache is never filled with wrong bytes.
   - Returns the bytes and seconds per worker and in all, so the staging rate can be set against the raw network rate.
@@ -22,11 +22,12 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 options:
   model:
-    description: The GGUF model file on the master.
+    description: The GGUF model file on the master (a multi-part set's first part); a tensor with a C(path) is read from
+      that file (its part).
     type: path
     required: true
   tensors:
-    description: The model's hashed tensors, each C(hash), C(offset) (absolute, in the file) and C(size), as
+    description: The model's hashed tensors, each C(hash), C(path), C(offset) (in that file) and C(size), as
       M(graviton.llama_rpc.gguf_tensor_hashes) returns them.
     type: list
     elements: dict
@@ -106,18 +107,26 @@ def send_one(model, worker, timeout, results):
     try:
         host, port = parse_endpoint(worker["endpoint"])
         tensors = [{"hash": item["hash"], "size": int(item["size"])} for item in worker["tensors"]]
-        with connect(host, port, timeout) as sock, open(model, "rb") as handle:
+        files = {}
+        with connect(host, port, timeout) as sock:
             sock.settimeout(timeout)
             send_line(sock, {"tensors": tensors})
             answer = read_line(sock)
             if not answer.get("ready"):
                 raise RuntimeError("the receiver refused: %s" % answer)
-            for item in worker["tensors"]:
-                # socket.sendfile: the kernel copies from the file to the socket (and it honours the timeout)
-                sent = sock.sendfile(handle, offset=int(item["offset"]), count=int(item["size"]))
-                if sent != int(item["size"]):
-                    raise RuntimeError("the model file ends inside tensor %s" % item["hash"])
-                outcome["bytes"] += sent
+            try:
+                for item in worker["tensors"]:
+                    path = item.get("path") or model
+                    if path not in files:
+                        files[path] = open(path, "rb")
+                    # socket.sendfile: the kernel copies from the file to the socket (and it honours the timeout)
+                    sent = sock.sendfile(files[path], offset=int(item["offset"]), count=int(item["size"]))
+                    if sent != int(item["size"]):
+                        raise RuntimeError("%s ends inside tensor %s" % (path, item["hash"]))
+                    outcome["bytes"] += sent
+            finally:
+                for handle in files.values():
+                    handle.close()
             report = read_line(sock)
         outcome["stored"] = len(report.get("stored", []))
         if report.get("failed"):
@@ -147,8 +156,9 @@ def main():
         unknown = [name for name in worker["hashes"] if name not in by_hash]
         if unknown:
             module.fail_json(msg="%s: no tensor of the model has the hash %s" % (worker["endpoint"], ", ".join(unknown)))
-        # in file order: the model is read front to back
-        tensors = sorted((by_hash[name] for name in worker["hashes"]), key=lambda tensor: int(tensor["offset"]))
+        # in file order: the model is read front to back, part after part
+        tensors = sorted((by_hash[name] for name in worker["hashes"]),
+                         key=lambda tensor: (tensor.get("path") or "", int(tensor["offset"])))
         workers.append({"endpoint": worker["endpoint"], "tensors": tensors})
     if module.check_mode:
         module.exit_json(changed=bool(workers), workers=[], bytes=0, seconds=0.0)

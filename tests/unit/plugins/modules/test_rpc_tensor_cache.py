@@ -52,12 +52,12 @@ def test_the_helper_hashes_like_llama_cpp(tool, tmp_path):
 
 
 def test_hashed_tensors_and_each_workers_share(model):
-    header = gguf.read_header(model)
-    tensors = tensor_cache.hashed_tensors(header)
+    tensors = tensor_cache.hashed_tensors(gguf.read_model(model))
     assert sorted(t["name"] for t in tensors) == sorted(f"blk.{layer}.ffn_{kind}.weight" for layer in (0, 1)
                                                         for kind in ("gate", "up", "down"))
     assert all(t["size"] == 256 * 10752 * 4 > tensor_cache.HASH_THRESHOLD for t in tensors)
-    with open(model, "rb") as handle:  # the offset is absolute: the bytes there are the tensor's
+    assert {t["path"] for t in tensors} == {str(model)}
+    with open(model, "rb") as handle:  # the offset is in the file: the bytes there are the tensor's
         handle.seek(tensors[0]["offset"])
         assert handle.read(16) != b"\0" * 16
     plan = {"workers": [{"name": "a:1", "layers": [0, 0], "output": False},
