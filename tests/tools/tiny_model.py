@@ -6,6 +6,7 @@ plumbing (load, split across RPC workers, generate). Sizes are parameters, so th
 few-MB model for functional tests and a few-hundred-MB one for load-time measurements.
 
     python -m tests.tools.tiny_model OUT.gguf [--embd 64] [--layers 2] [--ff 128] [--heads 4] [--kv-heads 2]
+                                              [--split-max-size BYTES]
 """
 
 import argparse
@@ -47,8 +48,9 @@ def tensor_shapes(vocab, embd, layers, ff, kv_dim):
     yield "output.weight", (vocab, embd)
 
 
-def _writer(path, embd, layers, ff, heads, kv_heads, context):
-    """A GGUFWriter with the metadata and tokenizer set; returns (writer, vocab size, bos, eos, kv_dim)."""
+def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0):
+    """A GGUFWriter with the metadata and tokenizer set; returns (writer, vocab size, bos, eos, kv_dim). With
+    split_max_size, a multi-part set as llama.cpp's gguf-split writes it (PATH's stem-00001-of-0000N.gguf ...)."""
     tokens = byte_level_vocab()
     # A non-empty merges list is required (an empty one is not written and loading fails); each merge's
     # result is in the vocabulary.
@@ -60,7 +62,7 @@ def _writer(path, embd, layers, ff, heads, kv_heads, context):
     types += [gguf.TokenType.CONTROL] * 2
     head_dim = embd // heads
 
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), "llama", split_max_size=split_max_size)
     writer.add_name("graviton-llama-rpc-test-model (random weights)")
     writer.add_context_length(context)
     writer.add_embedding_length(embd)
@@ -91,13 +93,14 @@ GENERATION = 2
 PRINTABLE_BYTES = [0x0A] + list(range(0x20, 0x7F))
 
 
-def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=512, seed=42):
+def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=512, seed=42, split_max_size=0):
     """Random weights, with one steering feature: dimension 0 of every token's embedding is large, so after the last
     norm it is large and positive whatever the text; the output rows of the tokens it must not generate (bytes
     outside PRINTABLE_BYTES, BOS, EOS) weigh it negatively. Their logits sit far below the others', and any sampling
-    (greedy or at a temperature) writes readable noise."""
+    (greedy or at a temperature) writes readable noise. With split_max_size, the same tensors as a multi-part set:
+    returns its first part."""
     rng = np.random.default_rng(seed)
-    writer, vocab, bos, eos, kv_dim = _writer(path, embd, layers, ff, heads, kv_heads, context)
+    writer, vocab, bos, eos, kv_dim = _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size)
     unwanted = [token for token in range(256) if token not in PRINTABLE_BYTES] + [bos, eos]
     for name, shape in tensor_shapes(vocab, embd, layers, ff, kv_dim):
         if len(shape) == 1:
@@ -110,11 +113,12 @@ def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=51
             data[:, 0] = 0.0
             data[unwanted, 0] = -1.0
         writer.add_tensor(name, data)
+    parts = writer.format_shard_names(Path(path))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return Path(path)
+    return parts[0]
 
 
 def write_header_only(path, embd=8192, layers=80, ff=28672, heads=64, kv_heads=8, context=8192):
@@ -146,8 +150,10 @@ def main():
     parser.add_argument("--kv-heads", type=int, default=2)
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--split-max-size", type=int, default=0, help="write a multi-part set of parts up to this size")
     args = parser.parse_args()
-    path = write_model(args.output, args.embd, args.layers, args.ff, args.heads, args.kv_heads, args.context, args.seed)
+    path = write_model(args.output, args.embd, args.layers, args.ff, args.heads, args.kv_heads, args.context, args.seed,
+                       args.split_max_size)
     print(f"{path}: {path.stat().st_size} bytes")
 
 

@@ -1,6 +1,7 @@
 """Bad input to rpc_master fails with a message that says what to change, before any change on the
 master. Real ansible-playbook runs against a real systemd container; the workers are inventory entries
-only (the pre-flight refuses before it would contact them)."""
+only (the pre-flight refuses before it would contact them). The model's sources: a path on the master and a model host
+on its loopback that wants a token (tests/tools/model_server.py), with a three-part set and a part of another set."""
 
 import hashlib
 from pathlib import Path
@@ -8,13 +9,16 @@ from pathlib import Path
 import pytest
 
 from tests.integration.bad_input import assert_refused
-from tests.tools import containers, tiny_model
+from tests.tools import containers, model_shapes, tiny_model
 
+ROOT = Path(__file__).resolve().parents[3]
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "rpc_master.yml"
 NETWORK = "llama-rpc-master-badinput"
 HOST = "llama-rpc-master-badinput"
 MODEL = "/srv/tiny.gguf"
 BASE = {"rpc_master_model_src": MODEL, "rpc_master_server_api_key": "test-key"}
+TOKEN = "bad-input-token"
+HOSTED = "http://127.0.0.1:8000"
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +26,26 @@ def host(tmp_path_factory):
     directory = tmp_path_factory.mktemp("master")
     with containers.throwaway_host(HOST, NETWORK, directory) as (container, _inventory):
         model = tiny_model.write_model(directory / "tiny.gguf")
-        container.exec_run(["mkdir", "-p", "/srv"])
+        container.exec_run(["mkdir", "-p", "/srv/set", "/srv/mixed", "/srv/hosted", "/srv/missing"])
         container.put_archive("/srv", containers.tar_of(model))
         container.exec_run(["sh", "-c", "echo 'not a model' > /srv/notes.gguf"])
+        # a three-part set; the same with its part 2 from another set (a set of other part sizes)
+        (directory / "set").mkdir()
+        (directory / "other").mkdir()
+        parts = model_shapes.small("llama", directory / "set" / "big.gguf", split_max_size=6 << 20)
+        other = model_shapes.small("llama", directory / "other" / "big.gguf", split_max_size=5 << 20)
+        for path in parts:
+            for target in ("/srv/set", "/srv/hosted"):
+                container.put_archive(target, containers.tar_of(path))
+            container.put_archive("/srv/mixed", containers.tar_of(other[1] if path == parts[1] else path, path.name))
+            if path != parts[2]:
+                container.put_archive("/srv/missing", containers.tar_of(path))
+        sums = "".join("%s  %s\n" % (hashlib.sha256(path.read_bytes()).hexdigest(), path.name) for path in parts)
+        (directory / "SHA256SUMS").write_text(sums)
+        container.put_archive("/srv/hosted", containers.tar_of(directory / "SHA256SUMS"))
+        container.put_archive("/usr/local/lib", containers.tar_of(ROOT / "tests" / "tools" / "model_server.py"))
+        container.exec_run(["systemd-run", "--unit", "model-source", "python3", "/usr/local/lib/model_server.py",
+                            "/srv/hosted", "--port", "8000", "--token", TOKEN])
         yield container, directory, hashlib.sha256(model.read_bytes()).hexdigest()
 
 
@@ -56,7 +77,24 @@ CASES = {
                                        ["is not a model source", "http(s):// URL or s3://bucket/key"]),
     "download without checksum": ({"rpc_master_model_src": "https://example.org/m.gguf"},
                                   ["is required for a download"]),
-    "checksum mismatch": ({"rpc_master_model_sha256": "0" * 64}, ["not rpc_master_model_sha256", "check the value"]),
+    "checksum mismatch": ({"rpc_master_model_sha256": "0" * 64}, ["not " + "0" * 64 + " (rpc_master_model_sha256)",
+                                                                  "Check the value, or replace the file"]),
+    "path to part 2 of a set": ({"rpc_master_model_src": "/srv/set/big-00002-of-00003.gguf"},
+                                ["is part 2 of 3 of a multi-part set: point it at the first part, big-00001-of-00003.gguf"]),
+    "a part missing beside the first": ({"rpc_master_model_src": "/srv/missing/big-00001-of-00003.gguf"},
+                                        ["part 3 of 3 of big-00001-of-00003.gguf, big-00003-of-00003.gguf, is not beside it"]),
+    "a part of another set": ({"rpc_master_model_src": "/srv/mixed/big-00001-of-00003.gguf"},
+                              ["is not part 2 of the set of big-00001-of-00003.gguf", "Fetch every part of one set"]),
+    "a download without the token": ({"rpc_master_model_src": HOSTED + "/big-00001-of-00003.gguf",
+                                      "rpc_master_model_sha256sums": HOSTED + "/SHA256SUMS"},
+                                     ["(HTTP 401): a gated or private model needs rpc_master_model_token"]),
+    "a download with a wrong token": ({"rpc_master_model_src": HOSTED + "/big-00001-of-00003.gguf",
+                                       "rpc_master_model_sha256sums": HOSTED + "/SHA256SUMS", "rpc_master_model_token": "wrong"},
+                                      ["refused the checksum file (rpc_master_model_sha256sums) with the token given (HTTP 403)",
+                                       "rpc_master_model_token has no access"]),
+    "a part missing at its source": ({"rpc_master_model_src": HOSTED + "/big-00001-of-00004.gguf",
+                                      "rpc_master_model_sha256": ["a" * 64] * 4, "rpc_master_model_token": TOKEN},
+                                     ["part 1 (big-00001-of-00004.gguf) is not at its source (HTTP 404): check rpc_master_model_src"]),
     "file that is not GGUF": ({"rpc_master_model_src": "/srv/notes.gguf"},
                               ["is not a GGUF file", "llama.cpp loads GGUF files only"]),
     "missing prompt file": ({"rpc_master_infer": True, "rpc_master_infer_prompt_file": "/nonexistent/prompt.txt"},
@@ -72,6 +110,18 @@ CASES = {
     "memory fraction above 1": ({"rpc_master_memory_fraction": 1.5},
                                 ["Out of range: rpc_master_memory_fraction=1.5: set it above 0 and at most 1."]),
 }
+
+
+def test_a_wrong_checksum_for_part_two_is_refused_and_its_download_removed(host):
+    container, directory, _sha = host
+    sums = [line.split()[0] for line in (directory / "SHA256SUMS").read_text().splitlines()]
+    result, untouched = converge(host, rpc_master_model_src=HOSTED + "/big-00001-of-00003.gguf", rpc_master_model_token=TOKEN,
+                                 rpc_master_model_sha256=[sums[0], "b" * 64, sums[2]], rpc_master_model_name="wrong.gguf")
+    assert_refused("wrong checksum", result, ["part 2 (big-00002-of-00003.gguf) has sha256 %s after its download, not %s"
+                                              % (sums[1], "b" * 64), "It was removed"], True)
+    listing = container.exec_run(["sh", "-c", "ls /var/lib/llama-models/"]).output.decode()
+    assert "wrong-00002-of-00003.gguf" not in listing, listing
+    container.exec_run(["rm", "-rf", "/var/lib/llama-models", "/var/lib/llama-rpc-master"])
 
 
 def test_out_of_range_names_only_what_is_wrong(host):

@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The model_fetch module, called again and again, each call working for at most progress_seconds, with the progress
+printed between calls; the whole transfer bounded by total_timeout. A module cannot print while it runs, and a 40 GB
+download must say how it is doing (the module's own documentation has the options)."""
+
+from __future__ import annotations
+
+import time
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
+
+OWN_ARGS = ("progress_seconds", "total_timeout")
+
+
+def human_bytes(count):
+    return "%.2f GB" % (count / 1e9) if count >= 1e8 else "%.1f MB" % (count / 1e6)
+
+
+def human_seconds(seconds):
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return "%dh %02dmin" % (seconds // 3600, seconds % 3600 // 60)
+    return "%dmin %02ds" % (seconds // 60, seconds % 60) if seconds >= 60 else "%ds" % seconds
+
+
+def progress_line(host, step, started_done, started_at):
+    """One line a person reads: bytes, percent, rate, time left, and what each part is doing."""
+    done, total = step.get("bytes_done", 0), step.get("bytes_total", 0)
+    elapsed = max(time.monotonic() - started_at, 1e-6)
+    rate = (done - started_done) / elapsed
+    line = "%s: model %s of %s" % (host, human_bytes(done), human_bytes(total) if total else "?")
+    if total:
+        line += " (%.1f%%)" % (100.0 * done / total)
+    if rate > 0:
+        line += ", %s/s" % human_bytes(rate)
+        if total:
+            line += ", about %s left" % human_seconds((total - done) / rate)
+    states = ["%d %s" % (part["number"], part["state"]) for part in step.get("parts", [])]
+    return line + "; parts: " + ", ".join(states)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp  # tmp no longer has any effect
+        arguments = dict(self._task.args)
+        progress_seconds = int(arguments.pop("progress_seconds", 30))
+        total_timeout = int(arguments.pop("total_timeout", 0))
+        if progress_seconds < 1 or total_timeout < 0:
+            result.update(failed=True, msg="progress_seconds must be 1 or more, total_timeout 0 (no bound) or more")
+            return result
+        host = task_vars.get("inventory_hostname", "") if task_vars else ""
+        started_at = time.monotonic()
+        deadline = started_at + total_timeout if total_timeout else None
+        changed, first_done = False, None
+        try:
+            while True:
+                step_seconds = progress_seconds
+                if deadline is not None:
+                    step_seconds = max(1, min(progress_seconds, int(deadline - time.monotonic())))
+                step = self._execute_module(module_name="graviton.llama_rpc.model_fetch",
+                                            module_args=dict(arguments, step_seconds=step_seconds), task_vars=task_vars)
+                changed = changed or bool(step.get("changed"))
+                if first_done is None:
+                    first_done = step.get("bytes_done", 0) - step.get("fetched_bytes", 0)
+                if step.get("failed") or step.get("done") or self._task.check_mode:
+                    break
+                display.display(progress_line(host, step, first_done, started_at))
+                if deadline is not None and time.monotonic() >= deadline:
+                    step.update(failed=True, msg="the model's parts were not all fetched and verified within %ds "
+                                "(rpc_master_model_download_timeout): the bytes fetched are kept, and the next run "
+                                "resumes. Raise the bound, or give the master a faster way to the source." % total_timeout)
+                    break
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        step["changed"] = changed
+        step["seconds"] = round(time.monotonic() - started_at, 1)
+        result.update(step)
+        return result
