@@ -10,8 +10,8 @@ name: model_parts
 short_description: The parts of a model source, where each goes and its checksum, and what is wrong with the inputs
 version_added: 0.1.0
 description:
-  - Takes C(rpc_master_model_src): a path on the master, an http(s):// URL or s3://bucket/key of one GGUF file or of a
-    multi-part set's first part (C(NAME-00001-of-0000N.gguf): the other parts are found by name beside it, as llama.cpp
+  - Takes C(rpc_master_model_src), a path on the master, an http(s):// URL or s3://bucket/key of one GGUF file or of a
+    multi-part set's first part (C(NAME-00001-of-0000N.gguf); the other parts are found by name beside it, as llama.cpp
     finds them), or a list of a set's parts.
   - Returns each part's source, its destination (in place for a path; else in O(models_dir) under llama.cpp's names,
     renamed as O(name) asks with the pattern kept) and its sha256, and every problem of the inputs, each naming the

@@ -234,8 +234,8 @@ def read_model(path):
         for tensor in header["tensors"]:
             if tensor["name"] in seen:
                 raise GGUFError("tensor %s is in part %d and in part %d of %s: the parts overlap (llama.cpp refuses a "
-                                "duplicated tensor). Fetch every part of one set" % (tensor["name"], seen[tensor["name"]],
-                                                                                       part, os.path.basename(path)))
+                                "duplicated tensor). Fetch every part of one set"
+                                % (tensor["name"], seen[tensor["name"]], part, os.path.basename(path)))
             seen[tensor["name"]] = part
     if tensor_count is not None and len(seen) != int(tensor_count):
         raise GGUFError("the %d parts of %s hold %d tensors and the set says %d (split.tensors.count): a damaged set"

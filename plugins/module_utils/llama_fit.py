@@ -20,9 +20,7 @@ device by its endpoint. The logger writes from a thread of its own and can lose 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 
 MIB = 1 << 20
 PARTS = ("model", "context", "compute")
@@ -107,26 +105,27 @@ def parse(stdout, endpoints):
     return {"workers": workers, "master": master, "complete": not table.get("plain")}
 
 
-def project(program, model_path, endpoints, gpu_layers, tensor_split, context, slots, flash_attn="auto", extra=(),
+def project(run, program, model_path, endpoints, gpu_layers, tensor_split, context, slots, flash_attn="auto", extra=(),
             timeout=300):
-    """Run llama.cpp's projection; returns parse()'s dict, or raises ProjectionError with llama.cpp's own reason."""
-    argv = command(program, model_path, endpoints, gpu_layers, tensor_split, context, slots, flash_attn, extra)
-    environment = dict(os.environ, GGML_NO_BACKTRACE="1", LLAMA_LOG_COLORS="0")
+    """Run llama.cpp's projection with run (AnsibleModule.run_command: argv, environ_update -> rc, stdout, stderr),
+    bounded by coreutils' timeout; returns parse()'s dict, or raises ProjectionError with llama.cpp's own reason."""
+    argv = ["timeout", str(int(timeout))] + command(program, model_path, endpoints, gpu_layers, tensor_split, context,
+                                                    slots, flash_attn, extra)
     for _attempt in range(ATTEMPTS):
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
-        except subprocess.TimeoutExpired:
-            raise ProjectionError("llama-fit-params did not finish within %ds (a worker that does not answer?)" % timeout)
+            code, stdout, stderr = run(argv, environ_update={"GGML_NO_BACKTRACE": "1", "LLAMA_LOG_COLORS": "0"})
         except OSError as error:
             raise ProjectionError("cannot run %s: %s" % (program, error))
-        if done.returncode != 0:
-            reasons = [line for line in (done.stderr + done.stdout).splitlines()
+        if code == 124:
+            raise ProjectionError("llama-fit-params did not finish within %ds (a worker that does not answer?)" % timeout)
+        if code != 0:
+            reasons = [line for line in (stderr + stdout).splitlines()
                        if " E " in line or "error" in line.lower() or "failed" in line.lower()]
             raise ProjectionError("llama-fit-params failed (exit %d): %s" % (
-                done.returncode, " | ".join(_message(line) for line in reasons[-4:]) or "no reason printed"))
-        if _json_table(done.stdout) is not None:
+                code, " | ".join(_message(line) for line in reasons[-4:]) or "no reason printed"))
+        if _json_table(stdout) is not None:
             break
-    return parse(done.stdout, endpoints)
+    return parse(stdout, endpoints)
 
 
 def _message(line):

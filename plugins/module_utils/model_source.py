@@ -66,7 +66,7 @@ def parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-
     llama.cpp loads), "base_name", "checksums" ("sha256", "sha256sums" or "none"), "problems": [...]}."""
     problems = []
     listed = isinstance(source, list)
-    sources = [item for item in source] if listed else [source]
+    sources = list(source) if listed else [source]
     kinds = sorted({kind_of(item) for item in sources})
     kind = kinds[0] if len(kinds) == 1 else "unknown"
     if not sources or kind == "unknown":

@@ -15,7 +15,7 @@ description:
     tensor types and sizes, context length), never its weights, and refuses what llama.cpp would refuse (a part
     missing or of another set, a path to a part other than the first, a tensor type the pinned llama.cpp lacks, a file
     cut short), naming the fix.
-  - Plans where the model goes the way llama.cpp places it with C(-ngl), C(--tensor-split) and C(--rpc): the most
+  - Plans where the model goes the way llama.cpp places it with C(-ngl), C(--tensor-split) and C(--rpc); the most
     llama-server slots asked for (O(slots)) that fit, then the most layers on the workers, against each worker's free
     memory (from M(graviton.llama_rpc.rpc_probe)) and the master's, each capped at O(memory_fraction) of its RAM.
   - With O(projection), what each choice needs on each node (weights, caches, compute buffers) is llama.cpp's own
@@ -69,7 +69,7 @@ options:
     default: 0
   projection:
     description:
-      - Ask llama.cpp: C(program) (the build's C(llama-fit-params)), C(flash_attn) (C(auto), C(on) or C(off), as
+      - Ask llama.cpp, with C(program) (the build's C(llama-fit-params)), C(flash_attn) (C(auto), C(on) or C(off), as
         llama-server runs; default C(auto)) and C(timeout) (seconds per projection, default 300). The workers must be
         free (a worker serves one client at a time).
     type: dict
@@ -197,7 +197,7 @@ def worker_memory(worker):
             "total": sum(int(device["total"]) for device in devices)}
 
 
-def projector_for(params, model_path):
+def projector_for(module, params, model_path):
     """llama_fit.project bound to this model and llama-server's settings, or None."""
     options = params["projection"]
     if not options:
@@ -209,8 +209,8 @@ def projector_for(params, model_path):
 
     def project(endpoints, gpu_layers, split, context, slots):
         try:
-            return llama_fit.project(program, model_path, endpoints, gpu_layers, split, context, slots, flash_attn,
-                                     timeout=int(options.get("timeout") or 300))
+            return llama_fit.project(module.run_command, program, model_path, endpoints, gpu_layers, split, context, slots,
+                                     flash_attn, timeout=int(options.get("timeout") or 300))
         except llama_fit.ProjectionError as error:
             raise PlanError("llama.cpp's projection of the model failed: %s" % error)
 
@@ -258,7 +258,7 @@ def main():
         module.exit_json(changed=False, model=info, plan=None)
     master = params["master_memory"] or meminfo()
     try:
-        projector = projector_for(params, params["path"])
+        projector = projector_for(module, params, params["path"])
         result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"], params["slots"],
                       projector=projector, master_reserved=params["master_reserved_bytes"])
     except (PlanError, ValueError) as error:

@@ -11,17 +11,17 @@ module: model_fetch
 short_description: Fetch and verify a model's parts on the master, resuming, with progress
 version_added: 0.1.0
 description:
-  - Runs on the master. For each part of a model (one file or every part of a multi-part set), makes sure O(parts[].dest)
+  - Runs on the master. For each part of a model (one file or every part of a multi-part set), makes sure its C(dest)
     holds the publisher's bytes. A part with a C(src) URL is downloaded into C(dest).partial, resumed from the bytes it
     has with an HTTP C(Range) request (S3 signed URLs honour them too), retried with back-off, and renamed to C(dest)
-    only when its sha256 is the one asked for. A part without C(src) is a file already on the master: only verified.
+    only when its sha256 is the one asked for. A part without C(src) is a file already on the master, only verified.
   - A part verified once is not hashed again while its size, modification time and inode stay the same (a record in
     O(state_dir)), unless O(recheck). Hashing runs in a process of its own, so a 200 GB model's hashing reports progress
     like its download.
   - In check mode it reads no model byte and writes nothing; it asks each missing part's source for one byte, so a
     source that refuses (no token, a wrong one, a missing part) is found before anything on the master changes.
   - Each call works for at most O(step_seconds), then returns what it has done (C(done) false until every part is
-    verified): the action plugin of the same name calls it again and prints the progress between calls (bytes,
+    verified); the action plugin of the same name calls it again and prints the progress between calls (bytes,
     percent, rate, time left), and bounds the whole transfer.
   - A bearer token (O(token)) is sent to the sources' host only (not to hosts they redirect to, such as a CDN) and
     never appears in output. URLs are not echoed either (an S3 signed URL grants access to the object).
@@ -40,13 +40,13 @@ options:
     required: true
   sources:
     description:
-      - URLs that replace the parts' C(src), in order (S3 signed URLs, which grant access to the objects: never echoed).
+      - URLs that replace the parts' C(src), in order (S3 signed URLs, which grant access to the objects, so they are never echoed).
     type: list
     elements: str
     default: []
   sha256sums:
     description:
-      - A checksum file in sha256sum's format naming the parts by C(name): an http(s) URL, or a path on the master.
+      - A checksum file in sha256sum's format naming the parts by C(name), at an http(s) URL or a path on the master.
     type: str
     default: ""
   token:
@@ -133,9 +133,7 @@ import errno
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from urllib.error import HTTPError, URLError
@@ -168,6 +166,14 @@ try:
     report({"done": done, "size": size, "sha256": digest.hexdigest()})
 except OSError as error:
     report({"done": done, "size": size, "error": str(error)})
+"""
+
+
+# Starts the hasher in a session of its own, its output nowhere, and returns at once (run_command waits for this alone).
+LAUNCHER = """
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c"] + sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 """
 
 
@@ -286,8 +292,9 @@ class Fetch:
             with open(state_path + ".tmp", "w") as handle:
                 json.dump({"identity": identity(path), "done": 0, "size": os.path.getsize(path)}, handle)
             os.replace(state_path + ".tmp", state_path)
-            subprocess.Popen([sys.executable, "-c", HASHER, path, state_path + ".run"], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            code, _out, err = self.module.run_command([sys.executable, "-c", LAUNCHER, HASHER, path, state_path + ".run"])
+            if code != 0:
+                raise Refused("cannot start hashing %s: %s" % (path, err.strip()))
             part["hashed"] = 0
             return None
         try:
@@ -405,8 +412,8 @@ class Fetch:
         free = stat.f_bavail * stat.f_frsize
         if total - have > free:
             raise Refused("part %d (%s) needs %.2f GB more in %s, which has %.2f GB free: free space there, or set "
-                          "rpc_master_models_dir to a larger disk." % (part["number"], part["name"], (total - have) / 1e9,
-                                                                     os.path.dirname(part["dest"]), free / 1e9))
+                          "rpc_master_models_dir to a larger disk."
+                          % (part["number"], part["name"], (total - have) / 1e9, os.path.dirname(part["dest"]), free / 1e9))
 
     def work(self, part):
         """Bring one part forward until it is verified or the deadline."""

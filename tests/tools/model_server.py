@@ -98,8 +98,8 @@ class ModelHost(BaseHTTPRequestHandler):
 
 def serve(directory, port, bind="127.0.0.1", token="", cuts=None):
     """A running server (in a thread); .shutdown() stops it."""
-    handler = type("Handler", (ModelHost,), {"directory": str(directory), "token": token, "cuts": dict(cuts or {}),
-                                              "sent": {}, "lock": threading.Lock()})
+    settings = {"directory": str(directory), "token": token, "cuts": dict(cuts or {}), "sent": {}, "lock": threading.Lock()}
+    handler = type("Handler", (ModelHost,), settings)
     server = ThreadingHTTPServer((bind, port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -43,9 +43,8 @@ def test_type_table_is_the_pinned_gguf_py_table():
     sizes Q8_1 otherwise), evaluated from its text."""
     source = pinned_source("gguf-py/gguf/constants.py")
     qk_k = int(re.search(r"^QK_K = (\d+)", source, re.M).group(1))
-    ids = {name: int(number) for name, number in
-           re.findall(r"^    (\w+)\s*= (\d+)$", source[source.index("class GGMLQuantizationType"):
-                                                           source.index("class ExpertGatingFuncType")], re.M)}
+    enum = source[source.index("class GGMLQuantizationType"):source.index("class ExpertGatingFuncType")]
+    ids = {name: int(number) for name, number in re.findall(r"^    (\w+)\s*= (\d+)$", enum, re.M)}
     table = source[source.index("GGML_QUANT_SIZES"):]
     table = table[table.index("{"):table.index("\n}") + 2]
     sizes = {}

@@ -3,6 +3,7 @@
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ MIB = 1 << 20
 
 def recorded(name):
     return (DATA / name).read_text()
+
+
+def run(argv, environ_update=None):
+    """AnsibleModule.run_command's contract, for the tests."""
+    done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **(environ_update or {})), check=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_devices_are_the_workers_and_the_master_has_its_repacked_weights():
@@ -72,17 +79,17 @@ exit {code}
 
 def test_a_run_that_lost_its_json_line_is_repeated(tmp_path):
     program, counter = stand_in(tmp_path, "llama-3.1-70b-ngl70.stdout", lose_json_times=2)
-    projected = llama_fit.project(program, "m", ENDPOINTS, 70, [1, 1], 4096, 1)
+    projected = llama_fit.project(run, program, "m", ENDPOINTS, 70, [1, 1], 4096, 1)
     assert projected["complete"] and counter.read_text().strip() == "3"
     (tmp_path / "again").mkdir()
     program, counter = stand_in(tmp_path / "again", "llama-3.1-70b-ngl70.stdout", lose_json_times=9)
-    projected = llama_fit.project(program, "m", ENDPOINTS, 70, [1, 1], 4096, 1)
+    projected = llama_fit.project(run, program, "m", ENDPOINTS, 70, [1, 1], 4096, 1)
     assert not projected["complete"] and counter.read_text().strip() == str(llama_fit.ATTEMPTS)
 
 
 def test_a_failed_projection_says_llama_cpps_reason(tmp_path):
     program, _counter = stand_in(tmp_path, "not-a-model.stdout", "not-a-model.stderr", code=134)
     with pytest.raises(llama_fit.ProjectionError, match=r"failed \(exit 134\): .*failed to load model"):
-        llama_fit.project(program, "m", ENDPOINTS, 70, [1, 1], 4096, 1)
-    with pytest.raises(llama_fit.ProjectionError, match="cannot run"):
-        llama_fit.project(os.path.join(tmp_path, "missing"), "m", ENDPOINTS, 70, [1, 1], 4096, 1)
+        llama_fit.project(run, program, "m", ENDPOINTS, 70, [1, 1], 4096, 1)
+    with pytest.raises(llama_fit.ProjectionError, match=r"failed \(exit 127\)"):  # timeout's exit for a missing program
+        llama_fit.project(run, os.path.join(tmp_path, "missing"), "m", ENDPOINTS, 70, [1, 1], 4096, 1)
