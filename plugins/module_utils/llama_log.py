@@ -6,6 +6,7 @@ device, system_info. Lines look like:
 
     load_tensors: RPC0[10.0.1.11:50052] model buffer size =   612.35 MiB
     llama_kv_cache: RPC0[10.0.1.11:50052] KV buffer size =    64.00 MiB
+    llama_memory_recurrent: RPC0[10.0.1.11:50052] RS buffer size =     2.10 MiB   (a recurrent layer's state)
     sched_reserve: RPC0[10.0.1.11:50052] compute buffer size =     1.64 MiB
     common_perf_print:        load time =      17.66 ms
     common_perf_print: prompt eval time =       2.71 ms /     5 tokens (  0.54 ms per token,  1843.66 tokens per second)
@@ -18,7 +19,7 @@ import math
 import re
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-_BUFFER = re.compile(r"(RPC\d+\[(?P<endpoint>[^\]]+)\]|(?P<local>CPU(?:_\w+)?))\s+(?P<kind>model|KV|compute) buffer size =\s+"
+_BUFFER = re.compile(r"(RPC\d+\[(?P<endpoint>[^\]]+)\]|(?P<local>CPU(?:_\w+)?))\s+(?P<kind>model|KV|RS|compute|output) buffer size =\s+"
                      r"(?P<size>[\d.]+) (?P<unit>B|KiB|MiB|GiB)")
 _LOAD = re.compile(r"common_perf_print:\s+load time =\s+([\d.]+) ms")
 # Rates print as "inf" when a phase took 0.00 ms (one generated token, for example).
@@ -48,7 +49,8 @@ def perf(log_text):
 
 
 def buffers(log_text):
-    """{device: {"model": bytes, "KV": bytes, "compute": bytes}}; RPC devices are named by their endpoint
+    """{device: {"model": bytes, "KV": bytes, "RS": bytes, "compute": bytes, "output": bytes}} (those logged; a
+    sliding-window model logs two KV buffers per device, added up); RPC devices are named by their endpoint
     (the RPC index is the device's index on its worker, so every worker's first device is RPC0)."""
     found = {}
     for match in _BUFFER.finditer(log_text):

@@ -23,8 +23,8 @@ description:
   - Each call works for at most O(step_seconds), then returns what it has done (C(done) false until every part is
     verified); the action plugin of the same name calls it again and prints the progress between calls (bytes,
     percent, rate, time left), and bounds the whole transfer.
-  - A bearer token (O(token)) is sent to the sources' host only (not to hosts they redirect to, such as a CDN) and
-    never appears in output. URLs are not echoed either (an S3 signed URL grants access to the object).
+  - A bearer token (O(token)) is sent to the sources' host only (not to hosts they redirect to, such as a CDN, nor
+    with an S3 signed URL) and never appears in output. URLs are not echoed either (an S3 signed URL grants access to the object).
 author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
@@ -236,7 +236,8 @@ class Fetch:
             headers["Range"] = "bytes=0-0"
         elif offset:
             headers["Range"] = "bytes=%d-" % offset
-        if self.params["token"]:
+        # not to a signed URL (S3's): it carries its own credentials, and S3 refuses a request with two
+        if self.params["token"] and "X-Amz-Signature=" not in url:
             headers["Authorization"] = "Bearer %s" % self.params["token"]
         return self.opener.open(Request(url, headers=headers), timeout=self.params["read_timeout"])
 

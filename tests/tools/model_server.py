@@ -1,6 +1,7 @@
 """A model host for the tests, standing in for Hugging Face: serves a directory over HTTP, answers only requests that
 carry its bearer token (401 without one, 403 with another), honours Range requests (206, Content-Range), and can cut
-a file's first download short to test resuming. It counts the bytes it sends per file (GET /_sent: JSON).
+a file's first download short to test resuming. It counts the bytes it sends per file and names the downloads it cut
+(GET /_sent: {"sent": {name: bytes}, "cut": [name...]}).
 
 Standard library only: the tests run it on the master container (python3, no venv) as well as on the controller.
 
@@ -23,6 +24,7 @@ class ModelHost(BaseHTTPRequestHandler):
     token = ""
     cuts = {}  # file name -> bytes after which its first GET is cut
     sent = {}
+    cut = []
     lock = threading.Lock()
 
     def log_message(self, format, *args):  # quiet: the tests read /_sent
@@ -39,7 +41,7 @@ class ModelHost(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         if path == "/_sent":
             with self.lock:
-                body = json.dumps(self.sent).encode()
+                body = json.dumps({"sent": self.sent, "cut": self.cut}).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -89,6 +91,8 @@ class ModelHost(BaseHTTPRequestHandler):
                 sent += len(block)
                 if limit is not None and sent >= limit:
                     self.close_connection = True
+                    with self.lock:
+                        self.cut.append(name)
                     break
         with self.lock:
             self.sent[name] = self.sent.get(name, 0) + sent
@@ -98,7 +102,8 @@ class ModelHost(BaseHTTPRequestHandler):
 
 def serve(directory, port, bind="127.0.0.1", token="", cuts=None):
     """A running server (in a thread); .shutdown() stops it."""
-    settings = {"directory": str(directory), "token": token, "cuts": dict(cuts or {}), "sent": {}, "lock": threading.Lock()}
+    settings = {"directory": str(directory), "token": token, "cuts": dict(cuts or {}), "sent": {}, "cut": [],
+                "lock": threading.Lock()}
     handler = type("Handler", (ModelHost,), settings)
     server = ThreadingHTTPServer((bind, port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -361,15 +361,70 @@ def small(arch, path, split_max_size=None, seed=42, vocab=300):
     return paths
 
 
+# Where each quantized block keeps its scales (ggml-common.h's block layouts): zeroed, a block dequantizes to zeros
+# whatever its other bytes, so random bytes make distinct tensors (distinct hashes) that compute without NaNs.
+SCALE_BYTES = {"MXFP4": [(0, 1)], "IQ4_XS": [(0, 2)], "IQ2_XXS": [(0, 2)], "Q2_K": [(80, 84)], "TQ2_0": [(64, 66)],
+               "Q8_0": [(0, 2)], "Q4_K": [(0, 4)], "Q6_K": [(208, 210)], "Q4_0": [(0, 2)]}
+# The types the typed model's feed-forward tensors take, one per tensor, in order (layer 0 gate, up, down, layer 1 ...).
+TYPED = ["MXFP4", "IQ4_XS", "IQ2_XXS", "Q2_K", "TQ2_0", "BF16", "Q8_0"]
+
+
+def _random_blocks(rng, ne, type_name):
+    """Random bytes of a quantized tensor with every block's scales zeroed (numpy shape: rows x bytes per row)."""
+    _name, elements, block = GGML_TYPES[TYPE_IDS[type_name]]
+    rows = int(np.prod(ne[1:]))
+    data = rng.integers(0, 256, size=(rows, ne[0] // elements, block), dtype=np.uint8)
+    for start, end in SCALE_BYTES[type_name]:
+        data[:, :, start:end] = 0
+    return data.reshape(tuple(reversed(ne[1:])) + (ne[0] // elements * block,))
+
+
+def typed(path, seed=42, ff=163840):
+    """A small llama whose feed-forward tensors are each of a type of TYPED (MXFP4, IQ4_XS, IQ2_XXS, Q2_K, TQ2_0, BF16,
+    Q8_0), every one over llama.cpp's 10 MiB hash threshold (ff=163840: 42M values, 10.8 MB at IQ2_XXS's 2.06 bits);
+    the rest F32. Their quantized blocks are random with zero scales (they compute zeros): the model loads and
+    generates, and every tensor has its own bytes. Returns the path."""
+    h = dict(SMALL["llama"], layers=3, ff=ff, vocab=300, context=2048)
+    rng = np.random.default_rng(seed)
+    writer = _writer(path, "llama", "typed llama (random blocks: %s)" % ", ".join(TYPED), None)
+    _metadata(writer, "llama", h)
+    h["vocab"] = _tokenizer(writer, 300)
+    kinds = iter(TYPED + ["Q8_0", "Q8_0"])
+    for name, ne, role in ARCHITECTURES["llama"](h):
+        if role in ("ffn", "ffn_down"):
+            type_name = next(kinds)
+            if type_name == "BF16":
+                data = rng.normal(0.0, 0.02, size=tuple(reversed(ne))).astype(np.float32)
+                bits = (data.view(np.uint32) >> 16).astype(np.uint16)
+                writer.add_tensor(name, bits.view(np.uint8).reshape(tuple(reversed(ne[1:])) + (ne[0] * 2,)),
+                                  raw_dtype=gguf.GGMLQuantizationType.BF16)
+            else:
+                writer.add_tensor(name, _random_blocks(rng, ne, type_name),
+                                  raw_dtype=gguf.GGMLQuantizationType(TYPE_IDS[type_name]))
+        elif role == "norm":
+            writer.add_tensor(name, np.ones(tuple(reversed(ne)), dtype=np.float32))
+        else:
+            writer.add_tensor(name, rng.normal(0.0, 0.02, size=tuple(reversed(ne))).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return Path(path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="a real model (%s) or, with --small, an architecture (%s)" % (
         ", ".join(REAL), ", ".join(SMALL)))
     parser.add_argument("output", type=Path)
     parser.add_argument("--small", action="store_true")
+    parser.add_argument("--typed", action="store_true", help="the small llama of every quantized type (TYPED)")
     parser.add_argument("--split-max-size", type=int, default=None)
     args = parser.parse_args()
-    paths = (small if args.small else header)(args.model, args.output, args.split_max_size)
+    if args.typed:
+        paths = [typed(args.output)]
+    else:
+        paths = (small if args.small else header)(args.model, args.output, args.split_max_size)
     for path in paths:
         print(f"{path}: {path.stat().st_size} bytes")
 

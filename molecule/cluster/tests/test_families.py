@@ -1,0 +1,119 @@
+"""The plan against what llama.cpp really allocates, for each architecture family people split across machines (dense
+LLaMA, Qwen3-MoE, gpt-oss's alternating sliding window and sinks, Gemma 3's 5:1 window and tied embeddings, DeepSeek's
+MLA and MTP layer, Qwen3-Next's recurrent layers), on cluster_a's master and two workers.
+
+Each family is a small model of its real tensor set and metadata with random weights (tests/tools/model_shapes.py).
+gguf_plan runs on the master as rpc_master runs it (llama.cpp's projection against the live workers), once with the
+workers' real memory (every layer offloaded) and once with workers stated small enough that the master keeps layers;
+then llama-completion loads the model with the plan's -ngl and -ts, and the buffers llama.cpp logs per device are set
+against the plan: weights within 1%, caches within 2% (the collection's own figures), compute buffers not below
+llama.cpp's and within 15% (the plan's come from llama.cpp's projection). Greedy tokens over the workers equal the
+master's alone. llama-server is stopped meanwhile (a worker serves one client) and started again after."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import testinfra.utils.ansible_runner
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(ROOT))
+from tests.tools import collection, model_shapes  # noqa: E402  pylint: disable=wrong-import-position
+
+collection.importable()
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log  # noqa: E402  pylint: disable=wrong-import-position
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+testinfra_hosts = RUNNER.get_hosts("cluster_a_master")
+MIB = 1 << 20
+CONTEXT = 1024
+PROMPT = "Once upon a time"
+FAMILIES = sorted(model_shapes.SMALL)
+
+
+def module(host, name, **args):
+    result = host.ansible(name, json.dumps(args), check=False, become=True)
+    assert not result.get("failed"), result.get("msg", result)
+    return result
+
+
+def completion(host, bin_dir, path, workers, plan=None, tokens=12):
+    """llama-completion greedy, over the workers with the plan's -ngl/-ts, or on the master alone: (text, log)."""
+    rpc = (f"--rpc {','.join(workers)} -ngl {plan['n_gpu_layers']} -ts {','.join(map(str, plan['tensor_split']))}"
+           if plan else "")
+    for _attempt in range(3):  # llama-completion loses its last output lines in about 5% of runs
+        run = host.run(f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {path} {rpc} -c {CONTEXT} -p '{PROMPT}' "
+                       f"-n {tokens} --temp 0 -no-cnv -fit off -lv 4 2>/tmp/family.log")
+        log = host.file("/tmp/family.log").content_string
+        if run.rc == 0 and llama_log.complete(log):
+            return run.stdout[len(PROMPT):], log
+    raise AssertionError(f"llama-completion failed: {run.rc} {log[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def cluster(host, tmp_path_factory):
+    """The families' models on the master, the workers free (llama-server stopped), the build's bin directory and the
+    workers' endpoints with their memory as rpc_probe reports it."""
+    directory = tmp_path_factory.mktemp("families")
+    host.check_output("mkdir -p /srv/families")
+    for arch in FAMILIES:
+        path = model_shapes.small(arch, directory / f"{arch}.gguf")[0]
+        subprocess.run(["docker", "cp", str(path), f"{host.backend.get_hostname()}:/srv/families/{arch}.gguf"], check=True)
+    bin_dir = json.loads(host.file("/etc/ansible/facts.d/llama_rpc_build.fact").content_string)["bin_dir"]
+    workers = host.file("/etc/llama-rpc/workers").content_string.strip().split(",")
+    host.check_output("systemctl stop llama-server-watchdog llama-server")
+    try:
+        probe = module(host, "graviton.llama_rpc.rpc_probe", workers=workers, fail_unless_all_ok=True)
+        yield bin_dir, workers, probe["workers"]
+    finally:
+        host.check_output("systemctl start llama-server llama-server-watchdog")
+        host.run("rm -rf /srv/families /tmp/family.log")
+
+
+def plan(host, bin_dir, arch, probed):
+    return module(host, "graviton.llama_rpc.gguf_plan", path=f"/srv/families/{arch}.gguf", workers=probed,
+                  context_size=CONTEXT, projection={"program": f"{bin_dir}/llama-fit-params"})["plan"]
+
+
+def set_against(planned, log, arch, layout):
+    """The plan's figures per node against llama.cpp's logged buffers; prints them."""
+    logged = llama_log.buffers(log)
+    master_devices = [device for device in logged if device.startswith("CPU")]
+    for node in planned["workers"] + [planned["master"]]:
+        if node["name"] == "master":
+            seen = {kind: sum(logged[device].get(kind, 0) for device in master_devices) for kind in ("model", "KV", "RS", "compute")}
+        else:
+            seen = logged.get(node["name"], {})
+        weights, caches, compute = seen.get("model", 0), seen.get("KV", 0) + seen.get("RS", 0), seen.get("compute", 0)
+        print(f"{arch:9s} {layout:7s} {node['name']:>18s}: weights {node['weights_bytes'] / MIB:8.2f} / {weights / MIB:8.2f} MiB,"
+              f" caches {node['kv_estimate_bytes'] / MIB:6.2f} / {caches / MIB:6.2f}, compute {node['compute_bytes'] / MIB:6.2f}"
+              f" / {compute / MIB:6.2f} (plan / llama.cpp)")
+        assert abs(node["weights_bytes"] - weights) <= 0.01 * weights + 0.01 * MIB, (arch, layout, node, seen)
+        assert abs(node["kv_estimate_bytes"] - caches) <= 0.02 * caches + 0.01 * MIB, (arch, layout, node, seen)
+        assert compute <= node["compute_bytes"] <= 1.15 * compute + 1.01 * MIB, (arch, layout, node, seen)
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_the_plan_is_what_llama_cpp_allocates_and_the_tokens_are_the_master_alones(host, cluster, arch):
+    bin_dir, workers, probed = cluster
+    path = f"/srv/families/{arch}.gguf"
+    alone, _log = completion(host, bin_dir, path, workers)
+    full = plan(host, bin_dir, arch, probed)
+    assert full["n_gpu_layers"] == 999 and not full["master_carries_layers"] and full["figures"] == "llama.cpp", full
+    text, log = completion(host, bin_dir, path, workers, full)
+    set_against(full, log, arch, "full")
+    assert text == alone, (arch, text, alone)
+    # workers stated with room for their caches, compute buffers and half their weights: the master keeps layers
+    small = []
+    for worker, node in zip(probed, full["workers"]):
+        total = int((node["need_bytes"] - node["weights_bytes"] / 2) / 0.75)
+        small.append(dict(worker, devices=[{"index": 0, "free": total, "total": total}]))
+    partial = plan(host, bin_dir, arch, small)
+    assert partial["master_carries_layers"] and 0 < partial["n_gpu_layers"] < 999, partial
+    text, log = completion(host, bin_dir, path, workers, partial)
+    set_against(partial, log, arch, "partial")
+    assert text == alone, (arch, text, alone)
