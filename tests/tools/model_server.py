@@ -58,10 +58,11 @@ class ModelHost(BaseHTTPRequestHandler):
         if not name or not os.path.isfile(file_path):
             return self._refuse(404, "no such file")
         size = os.path.getsize(file_path)
-        start = 0
-        ranged = re.match(r"^bytes=(\d+)-$", self.headers.get("Range", ""))
+        start, end = 0, size - 1
+        ranged = re.match(r"^bytes=(\d+)-(\d*)$", self.headers.get("Range", ""))
         if ranged:
             start = int(ranged.group(1))
+            end = min(int(ranged.group(2)), size - 1) if ranged.group(2) else size - 1
             if start >= size:
                 self.send_response(416)
                 self.send_header("Content-Range", "bytes */%d" % size)
@@ -69,19 +70,20 @@ class ModelHost(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             self.send_response(206)
-            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
         else:
             self.send_response(200)
-        self.send_header("Content-Length", str(size - start))
+        length = end + 1 - start
+        self.send_header("Content-Length", str(length))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
-        with self.lock:
-            limit = self.cuts.pop(name, None)  # only the first download of the file is cut
+        with self.lock:  # the first download of the file that would pass the cut is cut there
+            limit = self.cuts.pop(name) if self.cuts.get(name, length) < length else None
         with open(file_path, "rb") as handle:
             handle.seek(start)
             sent = 0
-            while True:
-                block = handle.read(CHUNK if limit is None else min(CHUNK, limit - sent))
+            while sent < length:
+                block = handle.read(min(CHUNK, length - sent) if limit is None else min(CHUNK, limit - sent))
                 if not block:
                     break
                 try:

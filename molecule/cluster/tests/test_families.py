@@ -7,7 +7,7 @@ gguf_plan runs on the master as rpc_master runs it (llama.cpp's projection again
 workers' real memory (every layer offloaded) and once with workers stated small enough that the master keeps layers;
 then llama-completion loads the model with the plan's -ngl and -ts, and the buffers llama.cpp logs per device are set
 against the plan: weights within 1%, caches within 2% (the collection's own figures), compute buffers not below
-llama.cpp's and within 15% (the plan's come from llama.cpp's projection). Greedy tokens over the workers equal the
+llama.cpp's and within 15% or 2.5 MiB (the plan's come from llama.cpp's projection, which rounds up to the MiB). Greedy tokens over the workers equal the
 master's alone. llama-server is stopped meanwhile (a worker serves one client) and started again after."""
 
 import json
@@ -42,15 +42,16 @@ def module(host, name, **args):
 
 
 def completion(host, bin_dir, path, workers, plan=None, tokens=12):
-    """llama-completion greedy, over the workers with the plan's -ngl/-ts, or on the master alone: (text, log)."""
+    """llama-completion greedy, over the workers with the plan's -ngl/-ts, or on the master alone: (the generated
+    bytes, the log). Random weights generate bytes that are not text: they are compared as bytes."""
     rpc = (f"--rpc {','.join(workers)} -ngl {plan['n_gpu_layers']} -ts {','.join(map(str, plan['tensor_split']))}"
            if plan else "")
     for _attempt in range(3):  # llama-completion loses its last output lines in about 5% of runs
         run = host.run(f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {path} {rpc} -c {CONTEXT} -p '{PROMPT}' "
-                       f"-n {tokens} --temp 0 -no-cnv -fit off -lv 4 2>/tmp/family.log")
-        log = host.file("/tmp/family.log").content_string
+                       f"-n {tokens} --temp 0 -no-cnv -fit off -lv 4 >/tmp/family.out 2>/tmp/family.log")
+        log = host.file("/tmp/family.log").content.decode("utf-8", "replace")
         if run.rc == 0 and llama_log.complete(log):
-            return run.stdout[len(PROMPT):], log
+            return host.file("/tmp/family.out").content[len(PROMPT):], log
     raise AssertionError(f"llama-completion failed: {run.rc} {log[-2000:]}")
 
 
@@ -71,7 +72,7 @@ def cluster(host, tmp_path_factory):
         yield bin_dir, workers, probe["workers"]
     finally:
         host.check_output("systemctl start llama-server llama-server-watchdog")
-        host.run("rm -rf /srv/families /tmp/family.log")
+        host.run("rm -rf /srv/families /tmp/family.log /tmp/family.out")
 
 
 def plan(host, bin_dir, arch, probed):
@@ -94,7 +95,9 @@ def set_against(planned, log, arch, layout):
               f" / {compute / MIB:6.2f} (plan / llama.cpp)")
         assert abs(node["weights_bytes"] - weights) <= 0.01 * weights + 0.01 * MIB, (arch, layout, node, seen)
         assert abs(node["kv_estimate_bytes"] - caches) <= 0.02 * caches + 0.01 * MIB, (arch, layout, node, seen)
-        assert compute <= node["compute_bytes"] <= 1.15 * compute + 1.01 * MIB, (arch, layout, node, seen)
+        # llama.cpp's projection rounds up to the MiB, and was seen 2 MiB above what the load then took on the output
+        # layer's worker of a model this small (10.08 MiB against 12): an absolute slack beside the 15%
+        assert compute <= node["compute_bytes"] <= 1.15 * compute + 2.5 * MIB, (arch, layout, node, seen)
 
 
 @pytest.mark.parametrize("arch", FAMILIES)

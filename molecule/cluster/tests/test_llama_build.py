@@ -12,7 +12,7 @@ testinfra_hosts = RUNNER.get_hosts("llama_master") + RUNNER.get_hosts("llama_wor
 PREFIX = "/opt/llama.cpp"
 # molecule.yml: the master and the first worker are Debian 12, the second worker Debian 13.
 COMPILER, RECEIVER, OTHER_OS = "llama-master", "llama-worker-1", "llama-worker-2"
-BINARIES = ["ggml-rpc-server", "llama-completion", "llama-server", "llama-bench"]
+BINARIES = ["ggml-rpc-server", "llama-completion", "llama-server", "llama-bench", "llama-fit-params"]
 
 
 def record(host):
