@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,14 @@ def cluster(host, tmp_path_factory):
     finally:
         host.check_output("systemctl start llama-server llama-server-watchdog")
         host.run("rm -rf /srv/families /tmp/family.log /tmp/family.out")
+        # serving again before the next tests (the gateway's checks take a cluster out while it loads)
+        url = "http://" + host.file("/etc/llama-rpc/server.env").content_string.split("LLAMA_ARG_HOST=")[1].split()[0]
+        port = host.file("/etc/llama-rpc/server.env").content_string.split("LLAMA_ARG_PORT=")[1].split()[0]
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and host.run(f"python3 -c 'import urllib.request; urllib.request.urlopen("
+                                                        f"\"{url}:{port}/health\", timeout=5)'").rc != 0:
+            time.sleep(1)
+        time.sleep(10)  # the gateway's health checks see it up again (its fall/rise bound: tests/test_gateway.py)
 
 
 def plan(host, bin_dir, arch, probed):

@@ -210,12 +210,12 @@ def planned_shares(host):
             for name in RUNNER.get_hosts(WORKER_GROUP)}
 
 
-def deploy(*extra_vars):
+def deploy(*extra_vars, env=None):
     """deploy.yml's master part (--tags rpc_master: the builds and the workers are as the scenario left them)."""
     command = ["ansible-playbook", "-i", PLAYBOOK_INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "deploy.yml"), "--tags", "rpc_master"]
     for extra in extra_vars:
         command += ["-e", json.dumps(extra)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False, env=env)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     return run
 
@@ -710,7 +710,8 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
 @pytest.fixture(name="s3_model")
 def fixture_s3_model(host):
     """moto's S3 on this machine's address on the cluster's network (the master downloads from it), holding the
-    scenario's model as s3://llama-models/tiny/tiny.gguf; yields the controller's environment for it."""
+    scenario's model as s3://llama-models/tiny/tiny.gguf, and its three-part set with its checksum file under
+    s3://llama-models/set/; yields the controller's environment for it."""
     import boto3  # pylint: disable=import-outside-toplevel
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
 
@@ -727,6 +728,8 @@ def fixture_s3_model(host):
                       aws_access_key_id="testing", aws_secret_access_key="testing")
     s3.create_bucket(Bucket="llama-models")
     s3.upload_file(str(MODEL), "llama-models", "tiny/tiny.gguf")
+    for path in SET + [MODEL.with_name("SHA256SUMS")]:
+        s3.upload_file(str(path), "llama-models", f"set/{path.name}")
     try:
         yield env
     finally:
@@ -734,20 +737,36 @@ def fixture_s3_model(host):
         host.run("rm -f /var/lib/llama-models/from-s3*.gguf")
 
 
+def test_a_set_from_a_path_on_the_master(host):
+    """The three-part set through a path on the master (its parts beside the first, checked against the checksum file
+    there): the one-shot inference loads it, with the tokens the scenario's set gives through its URL."""
+    run = infer({"rpc_master_model_src": "/srv/model-source/tiny-00001-of-00003.gguf",
+                 "rpc_master_model_sha256sums": "/srv/model-source/SHA256SUMS", "rpc_master_infer_temperature": 0})
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    result, _count = latest_result()
+    assert result["model"]["path"] == "/srv/model-source/tiny-00001-of-00003.gguf" and len(result["model"]["parts"]) == 3
+    assert result["text"].strip() and result["figures"]["eval_tps"] > 0
+    wait_until_serving(host)
+
+
 def test_model_from_s3_through_a_signed_url(host, s3_model):
-    """The controller signs, the master downloads with no AWS credentials of its own; the signed URL never reaches
-    the (verbose) log; inference runs on the fetched model; a re-run signs and downloads nothing."""
-    fetched = "/var/lib/llama-models/from-s3.gguf"
-    source = {"rpc_master_model_src": "s3://llama-models/tiny/tiny.gguf", "rpc_master_model_name": "from-s3.gguf",
-              "rpc_master_model_sha256": hashlib.sha256(MODEL.read_bytes()).hexdigest(), "rpc_master_model_sha256sums": ""}
+    """The three-part set from S3: the controller signs a URL per part and for the checksum file, the master downloads
+    with no AWS credentials of its own (and the scenario's token is not sent with them: S3 refuses a second
+    credential); the signed URLs never reach the (verbose) log; inference runs on the fetched set, renamed with its
+    pattern; a re-run signs and downloads nothing."""
+    fetched = "/var/lib/llama-models/from-s3-00001-of-00003.gguf"
+    source = {"rpc_master_model_src": "s3://llama-models/set/tiny-00001-of-00003.gguf", "rpc_master_model_name": "from-s3",
+              "rpc_master_model_sha256sums": "s3://llama-models/set/SHA256SUMS"}
     first = infer(source, env=s3_model)
     output = first.stdout + first.stderr
     assert first.returncode == 0, output[-3000:]
     assert "X-Amz-Signature" not in output and "X-Amz-Credential" not in output
     result, _count = latest_result()
-    assert result["model"]["path"] == fetched and result["figures"]["eval_tps"] > 0
+    assert result["model"]["path"] == fetched and result["figures"]["eval_tps"] > 0 and len(result["model"]["parts"]) == 3
+    for number, path in enumerate(SET, start=1):
+        part = host.file(f"/var/lib/llama-models/from-s3-0000{number}-of-00003.gguf")
+        assert part.sha256sum == hashlib.sha256(path.read_bytes()).hexdigest() and part.mode == 0o644
     model = host.file(fetched)
-    assert model.sha256sum == hashlib.sha256(MODEL.read_bytes()).hexdigest() and model.mode == 0o644
     # The master downloaded through the signed URL alone: it has no boto3 (amazon.aws modules could not run there).
     assert host.run("python3 -c 'import boto3'").rc != 0
 
