@@ -59,7 +59,7 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "") if task_vars else ""
         started_at = time.monotonic()
         deadline = started_at + total_timeout if total_timeout else None
-        changed, first_done = False, None
+        changed, first_done, fetched = False, None, 0
         try:
             while True:
                 step_seconds = progress_seconds
@@ -68,6 +68,7 @@ class ActionModule(ActionBase):
                 step = self._execute_module(module_name="graviton.llama_rpc.model_fetch",
                                             module_args=dict(arguments, step_seconds=step_seconds), task_vars=task_vars)
                 changed = changed or bool(step.get("changed"))
+                fetched += int(step.get("fetched_bytes") or 0)
                 if first_done is None:
                     first_done = step.get("bytes_done", 0) - step.get("fetched_bytes", 0)
                 if step.get("failed") or step.get("done") or self._task.check_mode:
@@ -81,6 +82,7 @@ class ActionModule(ActionBase):
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         step["changed"] = changed
+        step["fetched_bytes"] = fetched  # every call's, not the last one's
         step["seconds"] = round(time.monotonic() - started_at, 1)
         result.update(step)
         return result

@@ -6,6 +6,7 @@ a file's first download short to test resuming. It counts the bytes it sends per
 Standard library only: the tests run it on the master container (python3, no venv) as well as on the controller.
 
     python3 model_server.py DIRECTORY --port 8000 [--bind 127.0.0.1] [--token SECRET] [--cut NAME:BYTES ...]
+                                              [--rate BYTES_PER_SECOND]
 """
 
 import argparse
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
@@ -25,6 +27,7 @@ class ModelHost(BaseHTTPRequestHandler):
     cuts = {}  # file name -> bytes after which its first GET is cut
     sent = {}
     cut = []
+    rate = 0  # bytes per second per download; 0: as fast as it goes
     lock = threading.Lock()
 
     def log_message(self, format, *args):  # quiet: the tests read /_sent
@@ -81,8 +84,10 @@ class ModelHost(BaseHTTPRequestHandler):
             limit = self.cuts.pop(name) if self.cuts.get(name, length) < length else None
         with open(file_path, "rb") as handle:
             handle.seek(start)
-            sent = 0
+            sent, began = 0, time.monotonic()
             while sent < length:
+                if self.rate:  # a slow link: never ahead of the rate
+                    time.sleep(max(0.0, sent / self.rate - (time.monotonic() - began)))
                 block = handle.read(min(CHUNK, length - sent) if limit is None else min(CHUNK, limit - sent))
                 if not block:
                     break
@@ -102,10 +107,10 @@ class ModelHost(BaseHTTPRequestHandler):
             self.connection.shutdown(2)  # as a server or network that drops the transfer
 
 
-def serve(directory, port, bind="127.0.0.1", token="", cuts=None):
+def serve(directory, port, bind="127.0.0.1", token="", cuts=None, rate=0):
     """A running server (in a thread); .shutdown() stops it."""
     settings = {"directory": str(directory), "token": token, "cuts": dict(cuts or {}), "sent": {}, "cut": [],
-                "lock": threading.Lock()}
+                "rate": rate, "lock": threading.Lock()}
     handler = type("Handler", (ModelHost,), settings)
     server = ThreadingHTTPServer((bind, port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -119,9 +124,10 @@ def main():
     parser.add_argument("--bind", default="127.0.0.1")
     parser.add_argument("--token", default=os.environ.get("MODEL_SERVER_TOKEN", ""))
     parser.add_argument("--cut", action="append", default=[], help="NAME:BYTES, cut NAME's first download after BYTES")
+    parser.add_argument("--rate", type=int, default=0, help="send each download at most this fast (bytes per second)")
     args = parser.parse_args()
     cuts = {name: int(count) for name, count in (item.rsplit(":", 1) for item in args.cut)}
-    server = serve(args.directory, args.port, args.bind, args.token, cuts)
+    server = serve(args.directory, args.port, args.bind, args.token, cuts, args.rate)
     try:
         threading.Event().wait()
     finally:
