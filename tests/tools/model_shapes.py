@@ -412,6 +412,19 @@ def typed(path, seed=42, ff=163840):
     return Path(path)
 
 
+def with_type(path, source, tensor, type_id):
+    """A copy of a one-file model whose tensor of that name says it has ggml type type_id (any number: a type llama.cpp
+    lacks, for example), its data left as it is. Returns the path."""
+    data = bytearray(Path(source).read_bytes())
+    name = tensor.encode()
+    at = data.index(len(name).to_bytes(8, "little") + name) + 8 + len(name)
+    dims = int.from_bytes(data[at:at + 4], "little")
+    at += 4 + 8 * dims
+    data[at:at + 4] = type_id.to_bytes(4, "little")
+    Path(path).write_bytes(bytes(data))
+    return Path(path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="a real model (%s) or, with --small, an architecture (%s)" % (

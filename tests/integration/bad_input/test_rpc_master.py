@@ -29,6 +29,9 @@ def host(tmp_path_factory):
         container.exec_run(["mkdir", "-p", "/srv/set", "/srv/mixed", "/srv/hosted", "/srv/missing"])
         container.put_archive("/srv", containers.tar_of(model))
         container.exec_run(["sh", "-c", "echo 'not a model' > /srv/notes.gguf"])
+        # a tensor of a type the pinned llama.cpp does not have: refused by name, so no cache is pruned for it
+        unknown = model_shapes.with_type(directory / "unknown-type.gguf", model, "blk.0.ffn_up.weight", 99)
+        container.put_archive("/srv", containers.tar_of(unknown))
         # a three-part set; the same with its part 2 from another set (a set of other part sizes)
         (directory / "set").mkdir()
         (directory / "other").mkdir()
@@ -95,6 +98,9 @@ CASES = {
     "a part missing at its source": ({"rpc_master_model_src": HOSTED + "/big-00001-of-00004.gguf",
                                       "rpc_master_model_sha256": ["a" * 64] * 4, "rpc_master_model_token": TOKEN},
                                      ["part 1 (big-00001-of-00004.gguf) is not at its source (HTTP 404): check rpc_master_model_src"]),
+    "a tensor of a type llama.cpp lacks": ({"rpc_master_model_src": "/srv/unknown-type.gguf"},
+                                           ["tensor blk.0.ffn_up.weight has ggml type 99, which llama.cpp b11312 does not have",
+                                            "llama_build_version"]),
     "file that is not GGUF": ({"rpc_master_model_src": "/srv/notes.gguf"},
                               ["is not a GGUF file", "llama.cpp loads GGUF files only"]),
     "missing prompt file": ({"rpc_master_infer": True, "rpc_master_infer_prompt_file": "/nonexistent/prompt.txt"},
