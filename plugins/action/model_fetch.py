@@ -8,6 +8,7 @@ download must say how it is doing (the module's own documentation has the option
 from __future__ import annotations
 
 import time
+import uuid
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -60,13 +61,15 @@ class ActionModule(ActionBase):
         started_at = time.monotonic()
         deadline = started_at + total_timeout if total_timeout else None
         changed, first_done, fetched = False, None, 0
+        run_id = uuid.uuid4().hex  # the module counts failed attempts in a row over this run's calls
         try:
             while True:
                 step_seconds = progress_seconds
                 if deadline is not None:
                     step_seconds = max(1, min(progress_seconds, int(deadline - time.monotonic())))
                 step = self._execute_module(module_name="graviton.llama_rpc.model_fetch",
-                                            module_args=dict(arguments, step_seconds=step_seconds), task_vars=task_vars)
+                                            module_args=dict(arguments, step_seconds=step_seconds, run_id=run_id),
+                                            task_vars=task_vars)
                 changed = changed or bool(step.get("changed"))
                 fetched += int(step.get("fetched_bytes") or 0)
                 if first_done is None:

@@ -77,6 +77,12 @@ options:
     description: Hash every part again, even those verified before and unchanged since.
     type: bool
     default: false
+  run_id:
+    description:
+      - Failed attempts in a row are counted over the calls that share this id (the action plugin gives each task run
+        its own); a call without one counts its own alone.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -209,19 +215,22 @@ class Fetch:
                 self.record = json.load(handle)
         except (OSError, ValueError):
             self.record = {}
+        # failed attempts in a row, per part, over the calls of one transfer (run_id): a new run starts at none
         self.attempts_path = os.path.join(self.state_dir, "attempts.json")
         try:
             with open(self.attempts_path) as handle:
-                self.failures = json.load(handle)
+                kept = json.load(handle)
         except (OSError, ValueError):
-            self.failures = {}
+            kept = {}
+        self.failures = kept.get("counts", {}) if kept.get("run") == self.params["run_id"] and self.params["run_id"] else {}
         self.changed = False
 
     # ---- state on disk ----
     def save(self):
         if self.module.check_mode:
             return
-        for path, data in ((self.record_path, self.record), (self.attempts_path, self.failures)):
+        for path, data in ((self.record_path, self.record),
+                           (self.attempts_path, {"run": self.params["run_id"], "counts": self.failures})):
             with open(path + ".tmp", "w") as handle:
                 json.dump(data, handle)
             os.replace(path + ".tmp", path)
@@ -369,6 +378,7 @@ class Fetch:
                             with self.lock:
                                 part["fetched"] += len(block)
                                 part["bytes"] = have
+                                self.failures.pop(key, None)  # bytes came: the attempts in a row start again
                             if time.monotonic() >= self.deadline:
                                 return  # this call's time is up: the next one resumes
                 if total is not None and have < total:
@@ -540,6 +550,7 @@ def main():
             step_seconds=dict(type="int", default=0),
             state_dir=dict(type="path", default="/var/lib/llama-rpc-master/fetch"),
             recheck=dict(type="bool", default=False),
+            run_id=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
