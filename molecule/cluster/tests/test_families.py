@@ -75,11 +75,12 @@ def cluster(host, tmp_path_factory):
         host.check_output("systemctl start llama-server llama-server-watchdog")
         host.run("rm -rf /srv/families /tmp/family.log /tmp/family.out")
         # serving again before the next tests (the gateway's checks take a cluster out while it loads)
-        url = "http://" + host.file("/etc/llama-rpc/server.env").content_string.split("LLAMA_ARG_HOST=")[1].split()[0]
-        port = host.file("/etc/llama-rpc/server.env").content_string.split("LLAMA_ARG_PORT=")[1].split()[0]
+        settings = host.file("/etc/llama-rpc/server.env").content_string
+        health = "http://%s:%s/health" % (settings.split("LLAMA_ARG_HOST=")[1].split()[0],
+                                          settings.split("LLAMA_ARG_PORT=")[1].split()[0])
+        probe = f"python3 -c 'import urllib.request; urllib.request.urlopen(\"{health}\", timeout=5)'"
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and host.run(f"python3 -c 'import urllib.request; urllib.request.urlopen("
-                                                        f"\"{url}:{port}/health\", timeout=5)'").rc != 0:
+        while time.monotonic() < deadline and host.run(probe).rc != 0:
             time.sleep(1)
         time.sleep(10)  # the gateway's health checks see it up again (its fall/rise bound: tests/test_gateway.py)
 
