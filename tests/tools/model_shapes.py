@@ -379,18 +379,22 @@ def _random_blocks(rng, ne, type_name):
     return data.reshape(tuple(reversed(ne[1:])) + (ne[0] // elements * block,))
 
 
-def typed(path, seed=42, ff=163840):
+def typed(path, seed=42, ff=163840, vocab=12000):
     """A small llama whose feed-forward tensors are each of a type of TYPED (MXFP4, IQ4_XS, IQ2_XXS, Q2_K, TQ2_0, BF16,
     Q8_0), every one over llama.cpp's 10 MiB hash threshold (ff=163840: 42M values, 10.8 MB at IQ2_XXS's 2.06 bits);
     the rest F32. Their quantized blocks are random with zero scales (they compute zeros): the model loads and
-    generates, and every tensor has its own bytes. Returns the path."""
-    h = dict(SMALL["llama"], layers=3, ff=ff, vocab=300, context=2048)
+    generates, and every tensor has its own bytes. It has no output.weight: its output is a copy of its embeddings
+    (tied, as Gemma 3 and Llama 3.2 are), 12 MB, which llama.cpp sends by hash to the output layer's worker. Returns
+    the path."""
+    h = dict(SMALL["llama"], layers=3, ff=ff, vocab=vocab, context=2048)
     rng = np.random.default_rng(seed)
     writer = _writer(path, "llama", "typed llama (random blocks: %s)" % ", ".join(TYPED), None)
     _metadata(writer, "llama", h)
-    h["vocab"] = _tokenizer(writer, 300)
+    h["vocab"] = _tokenizer(writer, vocab)
     kinds = iter(TYPED + ["Q8_0", "Q8_0"])
     for name, ne, role in ARCHITECTURES["llama"](h):
+        if name == "output.weight":
+            continue  # tied to the embeddings
         if role in ("ffn", "ffn_down"):
             type_name = next(kinds)
             if type_name == "BF16":

@@ -302,12 +302,22 @@ def test_the_served_models_cache_files_survive_deploys_and_strays_go(host):
     is removed by it."""
     workers = RUNNER.get_hosts(WORKER_GROUP)
     # a well-formed cache file (its name is its bytes' hash: the cache guard leaves it alone) of no served model
+    sent_before = model_host_report(host)["sent"]
     node = worker(workers[0])
     node.check_output("head -c 1048576 /dev/urandom > /root/stray")
     stray = node.check_output(f"{CACHE_TOOL} hash /root/stray").split()[0]
     node.check_output(f"install -o llama-rpc -m 0600 /root/stray {CACHE_DIR}/{stray}")
     assert stray in cached_files(workers[0])
-    deploy()
+    run = deploy()
+    # The re-run read no model byte to check the model: model_fetch found every part in its record, unchanged since
+    # (a stat each), so nothing was fetched, signed or hashed, and the model host sent nothing.
+    present = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Look for the model's parts, and ask "
+                                                 "their sources")
+    fetch = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Fetch and verify the model's parts "
+                                               "(progress every 30 s)")
+    assert "ok: [" in present and "skipping: [" in fetch and "ok: [" not in fetch, (present, fetch)
+    assert model_host_report(host)["sent"] == sent_before
+    assert not host.run("ls /var/lib/llama-rpc-master/fetch/*.sha256.json").stdout
     for name in workers:
         node = worker(name)
         records = sorted(node.check_output("ls /root/cache-records").split())
@@ -404,8 +414,9 @@ def test_a_full_cache_disk_leaves_the_worker_up_and_no_short_file_for_a_load(hos
 
 def test_every_type_is_staged_and_a_removed_model_leaves_nothing_in_the_caches(host, tmp_path):
     """A second model, whose feed-forward tensors are MXFP4, IQ4_XS, IQ2_XXS, Q2_K, TQ2_0, BF16 and Q8_0 (random blocks,
-    every one over 10 MiB), deployed from a path: the plan and the hashes cover every tensor llama.cpp sends by hash, and
-    a load from the staged caches stores nothing in them (names and times unchanged). Then the first model again: the
+    every one over 10 MiB) and whose output is tied to its 12 MB embeddings, deployed from a path: the plan and the
+    hashes cover every tensor llama.cpp sends by hash (the embeddings' copy on the output layer's worker too), and a
+    load from the staged caches stores nothing in them (names and times unchanged). Then the first model again: the
     second one's cache files are gone from every worker."""
     other = model_shapes.typed(tmp_path / "typed.gguf")
     subprocess.run(["docker", "cp", str(other), f"{host.backend.get_hostname()}:/srv/typed.gguf"], check=True)
@@ -414,6 +425,7 @@ def test_every_type_is_staged_and_a_removed_model_leaves_nothing_in_the_caches(h
     hashed = tensor_cache.hashed_tensors(gguf.read_model(other))
     assert {gguf.type_name(tensor["type"]) for tensor in gguf.read_model(other)["tensors"]
             if tensor["bytes"] > tensor_cache.HASH_THRESHOLD} >= set(model_shapes.TYPED)
+    assert "token_embd.weight" in [tensor["name"] for tensor in hashed]  # the tied output's copy travels by hash
 
     def listing():
         return {name: worker(name).check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' "
