@@ -15,8 +15,8 @@ compute buffers; an architecture it does not model is refused rather than planne
 Placement is llama.cpp's (llama-model.cpp, load_tensors): the input layer (token_embd) stays on the master; with -ngl N
 the layers from n_layer + 1 - N on, counting the output layer as layer n_layer, go to the devices, layer il to the
 first device whose cumulative tensor-split share exceeds (il - first offloaded) / offloaded. The collection needs that
-per tensor (each worker's cache is staged with its share), so the weights per node are always model_arch's, and with
-a projector they are checked against llama.cpp's.
+per tensor (each worker's cache is staged with its share), so the weights per worker are always model_arch's, and
+with a projector they are checked against llama.cpp's; the master's are llama.cpp's when it projects them.
 """
 
 from __future__ import annotations
@@ -127,7 +127,10 @@ class Planner:
             if shape["modelled"]:
                 node["kv"] += model_arch.layer_cache_bytes(shape, layer, context, slots, self.ubatch)
         output = master if output_node < 0 else nodes[output_node]
-        output["weights"] += shape["output_bytes"]
+        # a tied output's copy of token_embd: on a worker always; on the master's CPU only when the output's matrix
+        # multiplication takes another buffer type (weights repacked for the CPU), which llama.cpp's projection says:
+        # counted here, as an estimate that is never below
+        output["weights"] += shape["output_bytes"] + shape["tied_copy_bytes"]
         for node in nodes + [master]:
             node["output"] = node is output
             node["kv_estimate"] = node["kv"]
@@ -139,10 +142,15 @@ class Planner:
             self.projections += 1
             for node in nodes + [master]:
                 figures = projected["master"] if node is master else projected["workers"][node["name"]]
-                # (the plain table leaves out the master's repacked weights: its figure is then too low to check)
-                if node is not master or projected.get("complete", True):
-                    self._check_weights(node, figures["model"], gpu_layers)
                 node["projected_weights"] = figures["model"]
+                node["weights_estimate"] = node["weights"]
+                if node is master:
+                    # what the master's CPU takes is llama.cpp's to say (it repacks some types, in a copy for a tied
+                    # output); the plain table leaves the repacked weights out, so the estimate stays then
+                    if projected.get("complete", True):
+                        node["weights"] = figures["model"]
+                else:  # each worker's share is staged: it must be the tensors llama.cpp puts there
+                    self._check_weights(node, figures["model"], gpu_layers)
                 node["kv"], node["compute"], node["source"] = figures["context"], figures["compute"], "llama.cpp"
         master["reserved"] = self.master_reserved
         for node in nodes + [master]:
@@ -260,6 +268,7 @@ class Planner:
             }
             if "projected_weights" in node:
                 described["projected_weights_bytes"] = node["projected_weights"]
+                described["weights_estimate_bytes"] = node["weights_estimate"]
             if node.get("reserved"):
                 described["reserved_bytes"] = node["reserved"]
             return described

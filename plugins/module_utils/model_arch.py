@@ -10,7 +10,8 @@ first estimate where llama.cpp cannot run (the controller, a master without a bu
   unless MTP speculative decoding is on (TENSOR_SKIP in the architectures' load_arch_tensors), and that hold no KV
   cache (the layer filter in llama_model::create_memory);
 - the output: output.weight, or when the model has none (tied embeddings) a copy of token_embd (TENSOR_DUPLICATED)
-  on the output layer's device; token_embd itself stays on the master's CPU (dev_input);
+  on the output layer's device (on the master's CPU, where token_embd itself stays (dev_input), only when the copy
+  takes another buffer type: weights llama.cpp repacks for the CPU);
 - each layer's cache, from llama-hparams.cpp: K of n_embd_head_k x n_head_kv and V of n_embd_head_v x n_head_kv values
   per token (f16), per sequence unless the cache is unified; sliding-window layers hold only the window
   (llama-kv-cache-iswa.cpp); MLA layers a K cache only; recurrent layers a fixed state per sequence
@@ -161,10 +162,11 @@ def shape(model):
         "layer_bytes": layer_bytes,
         "kv": kv,
         # token_embd stays on the master; the output layer's tensors go with the last offloaded "layer"; with tied
-        # embeddings that is a copy of token_embd (tied_output)
+        # embeddings, a copy of token_embd too (tied_copy_bytes)
         "input_bytes": input_bytes,
-        "output_bytes": sum(size for name, size in other.items() if not name.startswith("token_embd.")) + (input_bytes if tied else 0),
+        "output_bytes": sum(size for name, size in other.items() if not name.startswith("token_embd.")),
         "tied_output": tied,
+        "tied_copy_bytes": next((size for name, size in other.items() if name == "token_embd.weight"), 0) if tied else 0,
         "weights_bytes": sum(tensor["bytes"] for tensor in model["tensors"]),
         "loaded_bytes": sum(layer_bytes) + sum(other.values()),
         "tensor_count": len(model["tensors"]),

@@ -152,7 +152,9 @@ plan:
       type: list
       elements: dict
     master:
-      description: The same for the master.
+      description:
+        - The same for the master, whose weights are llama.cpp's projected figure (it repacks some types for the CPU;
+          C(weights_estimate_bytes) the collection's own) and whose need counts O(master_reserved_bytes).
       type: dict
     need_bytes:
       description: The cluster's total need.

@@ -47,7 +47,7 @@ def completion(host, bin_dir, path, workers, plan=None, tokens=12):
     bytes, the log). Random weights generate bytes that are not text: they are compared as bytes."""
     rpc = (f"--rpc {','.join(workers)} -ngl {plan['n_gpu_layers']} -ts {','.join(map(str, plan['tensor_split']))}"
            if plan else "")
-    for _attempt in range(3):  # llama-completion loses its last output lines in about 5% of runs
+    for _attempt in range(6):  # llama-completion loses its last output lines in about 5% of runs (once three in a row)
         run = host.run(f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {path} {rpc} -c {CONTEXT} -p '{PROMPT}' "
                        f"-n {tokens} --temp 0 -no-cnv -fit off -lv 4 >/tmp/family.out 2>/tmp/family.log")
         log = host.file("/tmp/family.log").content.decode("utf-8", "replace")
@@ -103,7 +103,9 @@ def set_against(planned, log, arch, layout):
         print(f"{arch:9s} {layout:7s} {node['name']:>18s}: weights {node['weights_bytes'] / MIB:8.2f} / {weights / MIB:8.2f} MiB,"
               f" caches {node['kv_estimate_bytes'] / MIB:6.2f} / {caches / MIB:6.2f}, compute {node['compute_bytes'] / MIB:6.2f}"
               f" / {compute / MIB:6.2f} (plan / llama.cpp)")
-        assert abs(node["weights_bytes"] - weights) <= 0.01 * weights + 0.01 * MIB, (arch, layout, node, seen)
+        # the master's weights are llama.cpp's projection (it repacks some types for the CPU): whole MiB, rounded up
+        slack = 1.01 * MIB if node["name"] == "master" else 0.01 * MIB
+        assert abs(node["weights_bytes"] - weights) <= 0.01 * weights + slack, (arch, layout, node, seen)
         assert abs(node["kv_estimate_bytes"] - caches) <= 0.02 * caches + 0.01 * MIB, (arch, layout, node, seen)
         # llama.cpp's projection rounds up to the MiB, and was seen 2 MiB above what the load then took on the output
         # layer's worker of a model this small (10.08 MiB against 12): an absolute slack beside the 15%
