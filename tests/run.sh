@@ -90,9 +90,8 @@ if wanted integration; then
 fi
 finish_beside
 wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh
-# The verifiers' slowest tests printed (pytest, started by molecule, reads PYTEST_ADDOPTS): where the time goes.
 for scenario in "${sequential[@]}"; do
-  PYTEST_ADDOPTS="${PYTEST_ADDOPTS:---durations=15}" run_stage "molecule:$scenario" molecule test -s "$scenario"
+  run_stage "molecule:$scenario" molecule test -s "$scenario"
 done
 
 printf '\nmake test finished in %ss. passed: %s\n' "$((SECONDS - started))" "${passed[*]:-none}"
