@@ -1,4 +1,4 @@
-{{ ansible_managed | comment }}
+# Installed by the graviton.llama_rpc collection (role rpc_worker): a deploy overwrites changes made here.
 """Restarts an RPC worker that leaves a client waiting: one whose request has sat unread for the timeout.
 
 llama.cpp's RPC worker serves one client at a time, reads it without a timeout, and sets no TCP keepalive. When the
@@ -23,22 +23,14 @@ import subprocess
 import sys
 import time
 
-UNIT = os.environ["WATCHDOG_UNIT"]  # the worker instance's systemd unit
-PORT = int(os.environ["RPC_WORKER_PORT"])
-TIMEOUT = float(os.environ["WATCHDOG_TIMEOUT"])  # longer than the worker's longest pause in reading (a cache write)
-INTERVAL = float(os.environ["WATCHDOG_INTERVAL"])
-BACKOFF_MAX = float(os.environ.get("WATCHDOG_BACKOFF_MAX", "300"))
-
 
 def log(message):
     print(message, flush=True)
 
 
-def waiting_connections():
-    """{peer address:port: (unread bytes, bytes received so far)} of the established connections to PORT that hold
-    unread bytes, from the kernel's socket table (ss, netlink: this host's network namespace)."""
-    listed = subprocess.run(["ss", "-H", "-t", "-i", "-n", "state", "established", "( sport = :%d )" % PORT],
-                            capture_output=True, text=True, check=True).stdout
+def parse_waiting(listed):
+    """{peer address:port: (unread bytes, bytes received so far)} of the connections in `ss -H -t -i -n state
+    established` output that hold unread bytes (a socket's line, then its TCP information as key:value words)."""
     waiting, socket = {}, None
     for line in listed.splitlines():
         if not line.strip():
@@ -55,31 +47,58 @@ def waiting_connections():
     return waiting
 
 
-def main():
+class StuckClients:
+    """Which connections have held the same unread bytes, with nothing new received, for the timeout. A connection
+    whose bytes received grow is being served, whatever its unread count (the false alarm of 2026-11-24)."""
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.since = {}  # peer -> ((unread bytes, bytes received), when first seen with them)
+
+    def observe(self, waiting, now):
+        """[(peer, unread bytes, seconds waited)] of the connections stuck at `now`, given parse_waiting's answer."""
+        self.since = {peer: (seen, self.since[peer][1] if self.since.get(peer, (None,))[0] == seen else now)
+                      for peer, seen in waiting.items()}
+        return [(peer, seen[0], now - first) for peer, (seen, first) in self.since.items() if now - first >= self.timeout]
+
+    def forget(self):
+        self.since = {}
+
+
+def waiting_connections(port):
+    """parse_waiting of the kernel's socket table for the worker's port (ss, netlink: this host's network namespace)."""
+    return parse_waiting(subprocess.run(["ss", "-H", "-t", "-i", "-n", "state", "established", "( sport = :%d )" % port],
+                                        capture_output=True, text=True, check=True).stdout)
+
+
+def main(environ=None):
+    environ = os.environ if environ is None else environ
+    unit = environ["WATCHDOG_UNIT"]  # the worker instance's systemd unit
+    port = int(environ["RPC_WORKER_PORT"])
+    timeout = float(environ["WATCHDOG_TIMEOUT"])  # longer than the worker's longest pause in reading (a cache write)
+    interval = float(environ["WATCHDOG_INTERVAL"])
+    backoff_max = float(environ.get("WATCHDOG_BACKOFF_MAX", "300"))
     log("watching %s (port %d): restart it when a client's request sits unread, with nothing new received, for %gs"
-        % (UNIT, PORT, TIMEOUT))
-    backoff, since = INTERVAL, {}  # peer -> ((unread bytes, bytes received), when first seen with them)
+        % (unit, port, timeout))
+    backoff, clients = interval, StuckClients(timeout)
     while True:
-        time.sleep(INTERVAL)
-        now = time.monotonic()
-        waiting = waiting_connections()
-        since = {peer: (seen, since[peer][1] if since.get(peer, (None,))[0] == seen else now)
-                 for peer, seen in waiting.items()}
-        stuck = [(peer, seen[0], now - first) for peer, (seen, first) in since.items() if now - first >= TIMEOUT]
+        time.sleep(interval)
+        waiting = waiting_connections(port)
+        stuck = clients.observe(waiting, time.monotonic())
         if not stuck:
             if not waiting:
-                backoff = INTERVAL
+                backoff = interval
             continue
         peer, unread, waited = max(stuck, key=lambda item: item[2])
         log("%s has left a client's %d bytes unread, with nothing new received, for %.0fs (a connection from %s): it "
             "is waiting on a connection whose master is gone (the path to it dropped packets while the master "
             "restarted) or it is frozen. "
             "Killing it (systemd starts it again); the next kill comes %.0fs after this one at the earliest."
-            % (UNIT, unread, waited, peer, backoff))
-        subprocess.run(["systemctl", "kill", "--signal=SIGKILL", UNIT], check=False)
+            % (unit, unread, waited, peer, backoff))
+        subprocess.run(["systemctl", "kill", "--signal=SIGKILL", unit], check=False)
         time.sleep(backoff)
-        backoff = min(backoff * 2, BACKOFF_MAX)
-        since = {}
+        backoff = min(backoff * 2, backoff_max)
+        clients.forget()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,168 @@
+"""The daemons the roles install beside llama.cpp (roles/*/files/*.py), fed what they read on a host: `ss` output and
+llama-server's /metrics recorded on this machine (tests/unit/data/daemons, recorded by a real llama-server b11312 and
+by loopback sockets that hold unread bytes), `systemctl show` output, and a real tensor cache directory.
+
+The worker watchdog's false alarm of 2026-11-24 is here: a busy worker on starved cores held one 321-byte command
+unread at every look while it answered them all (its bytes received grew); the first version killed it."""
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data" / "daemons"
+
+
+def daemon(role, name):
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), ROOT / "roles" / role / "files" / (name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+worker_watchdog = daemon("rpc_worker", "llama-rpc-worker-watchdog")
+server_watchdog = daemon("rpc_master", "llama-server-watchdog")
+cache_guard = daemon("rpc_worker", "llama-rpc-worker-cache-guard")
+
+# In the recorded ss output: the client whose command sits unread, the busy worker's client, an idle client.
+STUCK, BUSY, IDLE = "127.0.0.1:42206", "127.0.0.1:42216", "127.0.0.1:42228"
+
+
+def ss(number):
+    return (DATA / ("ss-%d.txt" % number)).read_text()
+
+
+# --- the worker's watchdog -------------------------------------------------------------------------------------------
+def test_the_connections_that_hold_unread_bytes_are_read_from_ss():
+    assert worker_watchdog.parse_waiting(ss(1)) == {STUCK: (321, 321), BUSY: (321, 321)}
+    assert worker_watchdog.parse_waiting(ss(3)) == {STUCK: (321, 321), BUSY: (321, 963)}
+    assert worker_watchdog.parse_waiting("") == {}
+
+
+def test_a_busy_worker_is_never_stuck_the_false_alarm_of_2026_11_24():
+    """The same 321 unread bytes at every look, but bytes received grow: the worker answers them all."""
+    clients = worker_watchdog.StuckClients(timeout=300)
+    stuck = [clients.observe(worker_watchdog.parse_waiting(ss(number)), now) for number, now in ((1, 0), (2, 200), (3, 400))]
+    assert stuck[0] == [] and stuck[1] == []
+    assert stuck[2] == [(STUCK, 321, 400)], "the client whose request sat unread for 400 s is the one stuck"
+    assert all(peer != BUSY for peer, _unread, _waited in stuck[2])
+
+
+def test_the_busy_worker_alone_is_never_killed():
+    """Its unread count alone never moves (the first version's sign): only bytes received tell it is served."""
+    clients = worker_watchdog.StuckClients(timeout=300)
+    for look, number in enumerate([1, 2, 3] * 4):
+        waiting = {peer: seen for peer, seen in worker_watchdog.parse_waiting(ss(number)).items() if peer == BUSY}
+        assert waiting[BUSY][0] == 321
+        assert clients.observe(waiting, look * 400) == [], "a served client was taken for a stuck one"
+
+
+def test_a_stuck_client_is_seen_after_the_timeout_and_forgotten_after_a_kill():
+    clients = worker_watchdog.StuckClients(timeout=300)
+    waiting = worker_watchdog.parse_waiting(ss(1))
+    assert clients.observe(waiting, 0) == []
+    assert clients.observe(waiting, 299) == []
+    assert [peer for peer, _unread, _waited in clients.observe(waiting, 300)] == [STUCK, BUSY]
+    clients.forget()
+    assert clients.observe(waiting, 301) == [], "the clock starts again after a kill"
+    # a probe that gave up closed its end: it is no longer listed, and so never counted
+    assert clients.observe({}, 1000) == []
+
+
+# --- llama-server's watchdog -----------------------------------------------------------------------------------------
+def metrics(name):
+    return server_watchdog.parse_metrics((DATA / ("metrics-%s.txt" % name)).read_text())
+
+
+def test_the_figures_are_read_from_a_real_metrics_page():
+    assert metrics("idle") == {"busy": False, "steps": 0.0}
+    assert metrics("busy-1") == {"busy": True, "steps": 498.0}
+    assert metrics("busy-2") == {"busy": True, "steps": 716.0}
+
+
+def test_a_server_that_decodes_is_healthy_and_one_that_stops_is_restarted_after_the_timeout():
+    stall = server_watchdog.Stall(timeout=300, now=0)
+    busy_1, busy_2 = metrics("busy-1"), metrics("busy-2")
+    assert stall.observe(busy_1, 5) == server_watchdog.HEALTHY  # a first figure
+    assert stall.observe(busy_2, 10) == server_watchdog.HEALTHY  # a new decode step
+    assert stall.observe(busy_2, 200) == server_watchdog.PENDING  # busy, no step for 190 s
+    assert stall.observe(busy_2, 309) == server_watchdog.PENDING
+    assert stall.observe(busy_2, 310) == server_watchdog.RESTART and stall.waited(310) == 300
+    stall.forget(320)
+    assert stall.observe(busy_2, 330) == server_watchdog.HEALTHY, "after a restart the figures start again"
+
+
+def test_an_idle_server_is_never_restarted_and_a_loading_one_is_not_watched():
+    stall = server_watchdog.Stall(timeout=300, now=0)
+    assert all(stall.observe(metrics("idle"), now) == server_watchdog.HEALTHY for now in range(0, 3000, 100))
+    assert stall.observe(metrics("busy-1"), 3000) == server_watchdog.HEALTHY
+    assert stall.observe(None, 3200) == server_watchdog.PENDING  # restarted by someone, loading: the clock starts again
+    assert stall.observe(metrics("busy-1"), 3400) == server_watchdog.HEALTHY
+
+
+def test_a_metrics_page_that_does_not_answer_is_a_stall_at_once():
+    stall = server_watchdog.Stall(timeout=300, now=0)
+    assert stall.observe(server_watchdog.STUCK, 5) == server_watchdog.RESTART
+
+
+@pytest.mark.parametrize("shown, invocation", [
+    ("ActiveState=active\nInvocationID=5d1f0c9a2b8e4e6f9d1c7a3b2e4f6a8c\n", "5d1f0c9a2b8e4e6f9d1c7a3b2e4f6a8c"),
+    ("ActiveState=activating\nInvocationID=5d1f0c9a2b8e4e6f9d1c7a3b2e4f6a8c\n", None),
+    ("ActiveState=inactive\nInvocationID=\n", None),
+    ("", None),
+])
+def test_the_running_servers_invocation_is_read_from_systemctl_show(shown, invocation):
+    assert server_watchdog.parse_show(shown) == invocation
+
+
+# --- the worker's tensor cache guard ---------------------------------------------------------------------------------
+def fnv1a_64_of(data):
+    """llama.cpp's cache file name: FNV-1a 64 of the bytes (ggml-rpc.cpp fnv_hash)."""
+    value = 0xcbf29ce484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % value
+
+
+def fnv1a_64(path):
+    return fnv1a_64_of(Path(path).read_bytes())
+
+
+def test_a_cache_file_left_short_is_removed_and_a_whole_one_is_hashed_once(tmp_path):
+    calls = []
+
+    def hasher(path):
+        calls.append(Path(path).name)
+        return fnv1a_64(path)
+
+    weights = bytes(range(256)) * 64
+    whole = tmp_path / fnv1a_64_of(weights)
+    whole.write_bytes(weights)
+    (tmp_path / "notes.txt").write_text("not a cache file")
+    guard = cache_guard.Guard(str(tmp_path), hasher, settle=2)
+    assert guard.sweep(now=time.time() + 10) == [] and calls == [whole.name]
+
+    short = tmp_path / fnv1a_64_of(weights * 2)
+    short.write_bytes(weights)  # the disk filled up: half of the tensor's bytes under the whole tensor's name
+    removed = guard.sweep(now=time.time() + 10)
+    assert removed == [(short.name, len(weights), len(weights), 1)]
+    assert not short.exists() and whole.exists() and (tmp_path / "notes.txt").exists()
+    assert guard.sweep(now=time.time() + 20) == []
+    assert calls == [whole.name, short.name], "a whole file was hashed again"
+    text = cache_guard.report(str(tmp_path), *removed[0])
+    assert "Removed the tensor cache file %s (16.0 KiB)" % short.name in text and "rpc_worker_cache_dir" in text
+    assert "the tensor cache holds 16.0 KiB in 1 files" in text
+
+
+def test_a_file_still_being_written_is_left_alone(tmp_path):
+    young = tmp_path / ("0" * 16)
+    young.write_bytes(b"partial")
+    guard = cache_guard.Guard(str(tmp_path), fnv1a_64, settle=2)
+    assert guard.sweep(now=young.stat().st_mtime + 1) == [] and young.exists()
+    assert guard.sweep(now=young.stat().st_mtime + 3) == [(young.name, 7, 0, 0)] and not young.exists()
+
+
+def test_a_cache_directory_not_made_yet_is_no_error(tmp_path):
+    assert cache_guard.Guard(str(tmp_path / "rpc"), fnv1a_64, settle=2).sweep() == []
