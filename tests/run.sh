@@ -12,13 +12,22 @@ cd "$REPO_ROOT" || exit 1
 started=$SECONDS
 
 # --- test bed: any failure here is fatal, nothing else can run without it ---
-bash tests/bed/host.sh || exit 1
+# `make check` (LLAMA_RPC_VENV_ONLY=1): the static checks and the unit tests, with a virtualenv and the llama.cpp source
+# (PyPI) only: no root, no apt, no docker, no images.
+if [ -n "${LLAMA_RPC_VENV_ONLY:-}" ]; then
+  STAGES=${STAGES:-lint sanity units}
+  for stage in $STAGES; do
+    case "$stage" in lint|sanity|units) ;; *) die "make check runs lint, sanity and units only (STAGES has '$stage'): use make test." ;; esac
+  done
+else
+  bash tests/bed/host.sh || exit 1
+fi
 VENV=$(bash tests/bed/venv.sh) || exit 1
-bash tests/bed/images.sh || exit 1
+[ -n "${LLAMA_RPC_VENV_ONLY:-}" ] || bash tests/bed/images.sh || exit 1
 . tests/bed/env.sh
 bash tests/bed/sources.sh || exit 1
 
-detect_privileged
+[ -n "${LLAMA_RPC_VENV_ONLY:-}" ] || detect_privileged
 
 # --- checks ---
 passed=(); failed=()
@@ -94,7 +103,8 @@ for scenario in "${sequential[@]}"; do
   run_stage "molecule:$scenario" molecule test -s "$scenario"
 done
 
-printf '\nmake test finished in %ss. passed: %s\n' "$((SECONDS - started))" "${passed[*]:-none}"
+printf '\nmake %s finished in %ss. passed: %s\n' "$([ -n "${LLAMA_RPC_VENV_ONLY:-}" ] && echo check || echo test)" \
+  "$((SECONDS - started))" "${passed[*]:-none}"
 [ "${#failed[@]}" -eq 0 ] || printf 'FAILED: %s\n' "${failed[*]}"
 printf 'summary: %d passed, %d failed\n' "${#passed[@]}" "${#failed[@]}"
 [ "${#failed[@]}" -eq 0 ]
