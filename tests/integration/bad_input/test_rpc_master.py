@@ -133,3 +133,17 @@ def test_good_input_passes_the_input_checks(host):
     sha = host[2]
     result, _untouched = converge(host, rpc_master_model_sha256=sha)
     assert "No llama.cpp build on" in result.stdout and "local fact llama_rpc_build" in result.stdout, result.stdout[-3000:]
+
+
+def test_a_wrong_checksum_for_part_2_is_refused_by_name(host):
+    """Checksums per part: parts 1 and 3 are right, part 2's is another's. Refused with the part's file named, before
+    anything on the master is written."""
+    _container, directory, _sha = host
+    sums = [line.split()[0] for line in (directory / "SHA256SUMS").read_text().splitlines()]
+    wrong = sums[:1] + ["b" * 64] + sums[2:]
+    result, untouched = converge(host, rpc_master_model_src="/srv/set/big-00001-of-00003.gguf", rpc_master_model_sha256=wrong)
+    assert_refused("wrong checksum for part 2", result, [
+        "/srv/set/big-00002-of-00003.gguf has sha256 %s, not %s (rpc_master_model_sha256)" % (sums[1], "b" * 64),
+        "Check the value, or replace the file"], untouched)
+    output = result.stdout + result.stderr
+    assert "big-00001-of-00003.gguf has sha256" not in output and "big-00003-of-00003.gguf has sha256" not in output
