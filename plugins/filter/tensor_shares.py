@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 name: tensor_shares
 short_description: Which of a model's hashed tensors each RPC worker receives under a fit plan
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the tensors M(graviton.llama_rpc.gguf_tensor_hashes) returns and a plan from M(graviton.llama_rpc.gguf_plan),
     and gives, per worker endpoint, the tensors llama.cpp will send it (the layers the plan puts there, and the output

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 name: graviton_types
 short_description: The Graviton instance types the collection sizes clusters with, their memory and price
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - Returns one entry per C8g instance type, smallest first, with its memory (GiB) and its on-demand price (USD per hour,
     Linux, us-east-1, as listed when C8g launched). C(plugins/module_utils/graviton_types.py) holds the table once, with

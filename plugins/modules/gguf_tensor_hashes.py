@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: gguf_tensor_hashes
 short_description: The names a GGUF model's tensors take in llama.cpp RPC workers' tensor caches
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs on the master. Lists the model's weight tensors that travel to RPC workers by hash (over 10 MiB; the token
     embeddings stay on the master unless the model ties them to its output; the multi-token-prediction layers are not

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: llama_server_bench
 short_description: Measure llama-server under 1, 2, 4, ... concurrent streaming clients
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - For each number of clients in O(clients), that many clients each send O(requests_per_client) streaming chat
     completions (C(/v1/chat/completions), OpenAI's API) one after another, each asking for exactly O(max_tokens) tokens

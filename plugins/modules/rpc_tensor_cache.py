@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: rpc_tensor_cache
 short_description: Check, prune and fill a llama.cpp RPC worker's tensor cache
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs on an RPC worker. Its tensor cache (C(-c)) holds weight tensors as files named by the FNV-1a 64 hash of
     their bytes, and llama.cpp trusts a file's bytes when the master asks for its hash. This module makes that trust

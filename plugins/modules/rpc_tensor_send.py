@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: rpc_tensor_send
 short_description: Send a model's tensors from the master into the RPC workers' tensor caches, all workers at once
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs on the master. For each worker, connects to the receiver M(graviton.llama_rpc.rpc_tensor_cache) listens with,
     says which tensors it sends, and streams them straight from the model's files (C(sendfile), no copy through Python),
