@@ -87,12 +87,12 @@ done
 # Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
 # under qemu-user) and every role's bad-input cases (tests/integration/bad_input/).
 # The integration tests in two processes side by side: they wait on ansible and docker far more than they compute
-# (a quarter of the 2 cores, measured). Beside: the tunnel's lifecycle, the tests on llama.cpp's builds (which a
-# fresh machine compiles first: every test of the x86 build is here, since the build runs in one named container)
-# and rpc_master's refusals; here: the other refusals. About half the time each, warm.
+# (a quarter of the 2 cores, measured). Beside: the tunnel's lifecycle and the tests on llama.cpp's builds (which a
+# fresh machine compiles first: every test of the x86 build is here, since the build runs in one named container);
+# here: the refusals that a host or AWS answers (every input rule is a unit test). About half the time each, warm.
 # They share no host, network or build directory.
 integration_beside=(tests/integration/test_rpc_tunnel.py tests/integration/test_arm_cross.py tests/integration/test_rpc_probe.py
-                    tests/integration/test_plan_against_llama_cpp.py tests/integration/bad_input/test_rpc_master.py)
+                    tests/integration/test_plan_against_llama_cpp.py)
 if wanted integration; then
   start_beside integration:lifecycle python -m pytest -q -rs -s --durations=8 "${integration_beside[@]}"
   run_stage integration python -m pytest -q -rs -s --durations=12 "${integration_beside[@]/#/--ignore=}" tests/integration
