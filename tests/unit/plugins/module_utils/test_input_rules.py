@@ -3,6 +3,7 @@ case: each bad setting is refused with a sentence that names it and the fix, onl
 roles' own defaults pass. The containers' bad-input tests keep a few of these end to end, to prove that a refusal
 touches nothing on a host (tests/integration/bad_input)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -27,12 +28,16 @@ def refusals(role, context, overrides):
 
 
 def check(role, context, overrides, messages):
-    """A refusal that holds every message, and no sentence that is not about a setting the case changed."""
+    """A refusal that holds every message and names no setting (name=value) that the messages do not name."""
     found = refusals(role, context, overrides)
     text = " ".join(found)
     assert found, "refused nothing"
     for message in messages:
         assert message in text, "%r not in %r" % (message, text)
+    named = set(re.findall(r"\b([a-z][a-z0-9_]+)=", text))
+    # the settings the case changed, and those its messages name
+    expected = set(overrides) | set(re.findall(r"\b[a-z][a-z0-9]*_[a-z0-9_]+\b", " ".join(messages)))
+    assert named <= expected, "a good setting was named: %s" % sorted(named - expected)
     return found
 
 
@@ -71,7 +76,8 @@ WORKER_CASES = {
     "bind address that is a host name": ({"address": "worker-1.internal"},
                                          ["rpc_worker_bind_address='worker-1.internal' is not an IP address"]),
     "bind address with a prefix length": ({"address": "10.0.0.5/24"},
-                                          ["is a network (it has a prefix length), not one address: write 10.0.0.5"]),
+                                          ["rpc_worker_bind_address='10.0.0.5/24'",
+                                           "is a network (it has a prefix length), not one address: write 10.0.0.5"]),
     "IPv6 bind address": ({"address": "fd00::5"},
                           ["rpc_worker_bind_address='fd00::5' is IPv6; llama.cpp's RPC server listens on IPv4 only"]),
     "no address at all": ({"address": "", "default_address": "", "host_ipv4": ["172.17.0.4"]},
