@@ -18,14 +18,14 @@ check: ## Static checks and unit tests with a virtualenv only (no root, apt or d
 test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (about 21 min warm)
 	@bash tests/run.sh
 
-lint: ## ansible-lint (production profile) only
-	@$(MAKE) --no-print-directory test STAGES=lint
+lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only: about 30 s
+	@$(MAKE) --no-print-directory check STAGES=lint
 
-sanity: ## ansible-test sanity only
-	@$(MAKE) --no-print-directory test STAGES=sanity
+sanity: ## ansible-test sanity only, venv only: about 40 s
+	@$(MAKE) --no-print-directory check STAGES=sanity
 
-units: ## pytest unit tests only
-	@$(MAKE) --no-print-directory test STAGES=units
+units: ## pytest unit tests only, venv only: about 20 s
+	@$(MAKE) --no-print-directory check STAGES=units
 
 lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requires_ansible admits (2.17)
 	@$(MAKE) --no-print-directory test STAGES=lowest
