@@ -2,7 +2,6 @@
 from a model host on loopback that sends at a slow link's rate, fetched with its progress printed between calls; the
 whole transfer bounded, and the bytes kept for the next run to resume."""
 
-import hashlib
 import json
 import subprocess
 
@@ -17,8 +16,7 @@ TOKEN = "progress-token"
 def published(tmp_path_factory):
     directory = tmp_path_factory.mktemp("published")
     paths = model_shapes.small("llama", directory / "big.gguf", split_max_size=6 << 20)
-    sums = "".join("%s  %s\n" % (hashlib.sha256(path.read_bytes()).hexdigest(), path.name) for path in paths)
-    (directory / "SHA256SUMS").write_text(sums)
+    model_shapes.write_sha256sums(paths, directory / "SHA256SUMS")
     return directory, paths
 
 

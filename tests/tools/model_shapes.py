@@ -15,6 +15,7 @@ the dimensions are a real model's (its published config.json) or small ones:
 """
 
 import argparse
+import hashlib
 import os
 from pathlib import Path
 
@@ -359,6 +360,12 @@ def small(arch, path, split_max_size=None, seed=42, vocab=300):
     writer.write_tensors_to_file()
     writer.close()
     return paths
+
+
+def write_sha256sums(paths, target):
+    """A publisher's checksum file for the parts (sha256sum's format: hash, two spaces, file name); returns target."""
+    target.write_text("".join("%s  %s\n" % (hashlib.sha256(path.read_bytes()).hexdigest(), path.name) for path in paths))
+    return target
 
 
 # Where each quantized block keeps its scales (ggml-common.h's block layouts): zeroed, a block dequantizes to zeros

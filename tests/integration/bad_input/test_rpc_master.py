@@ -43,8 +43,7 @@ def host(tmp_path_factory):
             container.put_archive("/srv/mixed", containers.tar_of(other[1] if path == parts[1] else path, path.name))
             if path != parts[2]:
                 container.put_archive("/srv/missing", containers.tar_of(path))
-        sums = "".join("%s  %s\n" % (hashlib.sha256(path.read_bytes()).hexdigest(), path.name) for path in parts)
-        (directory / "SHA256SUMS").write_text(sums)
+        model_shapes.write_sha256sums(parts, directory / "SHA256SUMS")
         container.put_archive("/srv/hosted", containers.tar_of(directory / "SHA256SUMS"))
         container.put_archive("/usr/local/lib", containers.tar_of(ROOT / "tests" / "tools" / "model_server.py"))
         container.exec_run(["systemd-run", "--unit", "model-source", "python3", "/usr/local/lib/model_server.py",

@@ -19,8 +19,7 @@ def published(tmp_path_factory):
     """A three-part set and its SHA256SUMS, as a publisher's directory."""
     directory = tmp_path_factory.mktemp("published")
     paths = model_shapes.small("llama", directory / "big.gguf", split_max_size=6 << 20)
-    sums = "".join("%s  %s\n" % (hashlib.sha256(path.read_bytes()).hexdigest(), path.name) for path in paths)
-    (directory / "SHA256SUMS").write_text(sums)
+    model_shapes.write_sha256sums(paths, directory / "SHA256SUMS")
     return directory, paths
 
 
