@@ -36,6 +36,16 @@ def whole(value):
     return int(text) if re.fullmatch(r"[-+]?[0-9]+", text) else None
 
 
+def _number(value):
+    """A number as inventories give them (int, float or its text); None for anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def at_least(value, low):
     number = whole(value)
     return number is not None and number >= low
@@ -269,16 +279,6 @@ def llama_build(settings):
         if needs:
             found.append("llama_build_source=archive needs: " + " ".join(needs))
     return _sentences(found)
-
-
-def _number(value):
-    """A number as inventories give them (int, float or its text); None for anything else."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def rpc_master(settings):
