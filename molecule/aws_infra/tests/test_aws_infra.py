@@ -16,10 +16,11 @@ sys.path.insert(0, str(ROOT))
 from tests.tools import moto_aws  # noqa: E402  pylint: disable=wrong-import-position
 from tests.tools.ansible_inventory import unwrapped  # noqa: E402  pylint: disable=wrong-import-position
 ENDPOINT = "http://127.0.0.1:5123"
-REGION = "us-east-1"
+REGION = "eu-west-1"  # where the scenario provisions; the default region of every command here is us-east-1
 CLUSTER = "molecule-llama"
 TAG = "graviton.llama_rpc/cluster"
-ENV = dict(os.environ, AWS_URL=ENDPOINT, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
+ENV = dict(os.environ, AWS_URL=ENDPOINT, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+           AWS_DEFAULT_REGION="us-east-1")
 BASE = {"aws_infra_region": REGION, "aws_infra_cluster_name": CLUSTER, "aws_infra_admin_cidr": "198.51.100.7/32",
         "aws_infra_key_name": "molecule-key", "aws_infra_wait_for_ssh": False, "aws_infra_placement_group_managed": False,
         "aws_infra_rpc_port": 50099, "aws_infra_server_port": 8099,
@@ -142,6 +143,8 @@ def test_inventory_plugin_connects_as_ubuntu_with_sudo_and_the_workers_through_t
     ours = {name: variables for name, variables in hostvars.items() if name.startswith(f"{CLUSTER}-")}
     assert len(ours) == 3, sorted(hostvars)
     for name, variables in ours.items():
+        # Found in the region provisioned, which is not the default region of the command that listed it.
+        assert variables["placement"]["region"] == REGION != ENV["AWS_DEFAULT_REGION"], (name, variables["placement"])
         assert variables["ansible_user"] == "ubuntu" and variables["ansible_become"] is True, (name, variables)
         if "-master-" in name:
             assert variables["ansible_host"] == master_address and variables["ansible_ssh_common_args"] == ""
