@@ -50,7 +50,7 @@ _value:
 
 import re
 
-HOST_KEYS = "README.md, 'Reaching the hosts'"
+HOST_KEYS = "docs/security.md, 'Reaching the hosts'"
 # "ubuntu@10.0.1.5: Permission denied (publickey)." names whom the key was offered to.
 DENIED = re.compile(r"(?:(\S+)@)?(\[?[0-9A-Za-z.:_-]+\]?): Permission denied \(([^)]*)\)")
 CHANGED = re.compile(r"(?:key for|host key for) (\S+) has changed", re.I)
@@ -67,9 +67,9 @@ def reach_problem(result, host, address, user=""):
             key_of = changed.group(1).strip("[]") if changed else address
             whose = "its" if key_of == address else f"the jump host {key_of}'s"
             return (f"{who}: {whose} SSH host key is not the one known_hosts holds, so ssh refused to connect. If the "
-                    f"instance was replaced or rebuilt, remove the old key (ssh-keygen -R {key_of}) and add the new one "
-                    f"from its console output ({HOST_KEYS}); if it was not, do not connect: something else answers "
-                    f"on {key_of}. ssh said: {_last_words(text)}")
+                    f"instance was replaced or rebuilt, remove the old key (ssh-keygen -R {key_of}): the next run takes "
+                    f"the new one from its console ({HOST_KEYS}). If it was not, or its key was just taken from its "
+                    f"console, do not connect: something else answers on {key_of}. ssh said: {_last_words(text)}")
         denied = DENIED.search(text)
         if denied:
             denied_at = denied.group(2).strip("[]")

@@ -5,6 +5,12 @@ API, so this starts moto in-process: MOTO_AMIS_PATH (read when moto is imported)
 and the public SSM parameter that names the latest one is put straight into moto's SSM backend.
 
     python -m tests.tools.moto_aws PORT [PIDFILE]     (serves until killed)
+    python -m tests.tools.moto_aws PORT PIDFILE --consoles NAME...
+
+With --consoles, it is the cluster scenario's EC2 console: one instance per container NAME (tag Name, region
+CONSOLE_REGION), whose console output (GetConsoleOutput) is that container's `docker logs`, where its first boot
+printed its SSH host keys as cloud-init does (tests/bed/images). An instance whose tag testbed/console holds a text
+shows that text instead (a forged console). It exits once the first container is gone (the scenario destroyed).
 
 running(port) does the same from a test, and account_counts(ec2) is what a refusal must leave as it was.
 """
@@ -45,7 +51,30 @@ def images_file():
     return path
 
 
-def serve(port, pidfile=None):
+CONSOLE_REGION = "eu-west-1"
+
+
+def docker_consoles():
+    """moto's GetConsoleOutput answering with the log of the container the instance is named after."""
+    from moto.core.responses import ActionResult  # pylint: disable=import-outside-toplevel
+    from moto.ec2.responses.general import General  # pylint: disable=import-outside-toplevel
+    from moto.ec2.utils import Base64EncodedString  # pylint: disable=import-outside-toplevel
+    from moto.core.utils import utcnow  # pylint: disable=import-outside-toplevel
+
+    def get_console_output(self):
+        instance = self.ec2_backend.get_instance(self._get_param("InstanceId"))  # pylint: disable=protected-access
+        tags = {tag["key"]: tag["value"] for tag in instance.get_tags()}
+        text = tags.get("testbed/console")
+        if text is None:
+            text = subprocess.run(["docker", "logs", tags.get("Name", "")], capture_output=True, text=True,
+                                  check=False).stdout
+        return ActionResult({"InstanceId": instance.id, "Timestamp": utcnow(),
+                             "Output": Base64EncodedString.from_raw_string(text)})
+
+    General.get_console_output = get_console_output
+
+
+def serve(port, pidfile=None, consoles=()):
     os.environ["MOTO_AMIS_PATH"] = images_file()
     os.environ.setdefault("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
     os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
@@ -60,12 +89,31 @@ def serve(port, pidfile=None):
             Parameter(account_id=ACCOUNT, name=SSM_PARAMETER, value=LATEST_ARM64, parameter_type="String",
                       description=None, allowed_pattern=None, keyid=None, last_modified_date=time.time(),
                       version=1, data_type="aws:ec2:image"))
+    if consoles:
+        import boto3  # pylint: disable=import-outside-toplevel
+        docker_consoles()
+        ec2 = boto3.client("ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name=CONSOLE_REGION,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        for name in consoles:
+            ec2.run_instances(ImageId=LATEST_ARM64, InstanceType="c8g.large", MinCount=1, MaxCount=1,
+                              TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": name}]}])
     if pidfile:
         with open(pidfile, "w") as out:
             out.write(str(os.getpid()))
     print(f"moto on http://127.0.0.1:{port}, {SSM_PARAMETER} = {LATEST_ARM64}", flush=True)
+    first = consoles[0] if consoles else None
+    seen = container_id(first) if first else None
     while True:
-        time.sleep(3600)
+        time.sleep(5 if first else 3600)
+        if first and container_id(first) != seen:
+            print(f"{first} is gone: the scenario was destroyed", flush=True)
+            os._exit(0)  # pylint: disable=protected-access
+
+
+def container_id(name):
+    listed = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", f"name=^{name}$"], capture_output=True,
+                            text=True, check=False)
+    return listed.stdout.strip()
 
 
 @contextlib.contextmanager
@@ -101,4 +149,7 @@ def account_counts(ec2):
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)
+    ARGS = sys.argv[1:]
+    NAMES = ARGS[ARGS.index("--consoles") + 1:] if "--consoles" in ARGS else []
+    POSITIONAL = ARGS[:ARGS.index("--consoles")] if "--consoles" in ARGS else ARGS
+    serve(int(POSITIONAL[0]), POSITIONAL[1] if len(POSITIONAL) > 1 else None, NAMES)

@@ -4,16 +4,23 @@ controller cannot reach a worker itself; a host that cannot be worked on as root
 
 import json
 import os
+import re
+import shlex
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
+from urllib.parse import urlparse
 from pathlib import Path
 
+import boto3
 import testinfra.utils.ansible_runner
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
 from tests.tools import containers  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools.llama_cpp import free_port, wait_for_port  # noqa: E402  pylint: disable=wrong-import-position
 from tests.tools.ansible_inventory import unwrapped  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
@@ -48,7 +55,8 @@ def test_the_playbooks_reach_the_hosts_as_on_aws():
     assert master["ansible_host"] == master["public_ip_address"] and master["ansible_ssh_common_args"] == ""
     assert worker["ansible_host"] == worker["private_ip_address"]
     assert worker["ansible_ssh_common_args"] == f"-o ProxyJump=ubuntu@{master['ansible_host']}"
-    # Every host's keys came from its console, under the address it is reached on; ssh checks them (ssh_config).
+    # Every host's keys came from its console, through the AWS API, under the address it is reached on: prepare.yml
+    # left no known_hosts, site.yml's first play wrote it. ssh checks them (ssh_config).
     known = KNOWN_HOSTS.read_text().split()
     assert all(hostvars[name]["ansible_host"] in known for name in RUNNER.get_hosts("all"))
     config = (ROOT / "tests" / "bed" / "ssh_config").read_text()
@@ -80,11 +88,12 @@ def refused_before_any_change(run, *expected):
     assert "TASK [graviton.llama_rpc.llama_build" not in output, output[-3000:]
 
 
-def deploy_with_ssh_config(tmp_path, config_lines, limit="cluster_a"):
+def deploy_with_ssh_config(tmp_path, config_lines, limit="cluster_a", extra_vars=None):
     config = tmp_path / "ssh_config"
     config.write_text("\n".join(config_lines) + "\n")
     env = dict(os.environ, ANSIBLE_SSH_ARGS=f"-F {config} -o ControlMaster=no")
-    return subprocess.run(["ansible-playbook", "-i", containers.scenario_inventory(), "--limit", limit, str(DEPLOY)],
+    return subprocess.run(["ansible-playbook", "-i", containers.scenario_inventory(), "--limit", limit, str(DEPLOY),
+                           "-e", json.dumps(extra_vars or {})],
                           capture_output=True, text=True, timeout=600, check=False, env=env)
 
 
@@ -100,6 +109,31 @@ def test_a_worker_whose_host_key_changed_stops_the_run(tmp_path):
                                             f"UserKnownHostsFile {forged}", "StrictHostKeyChecking yes", "BatchMode yes"])
     refused_before_any_change(run, f"{WORKER} ({worker}): its SSH host key is not the one known_hosts holds",
                               f"ssh-keygen -R {worker}")
+
+
+def test_a_console_that_shows_another_key_than_the_host_stops_the_run(tmp_path):
+    """The host keys site.yml trusts come from the instance's console through the AWS API; when the key the console
+    printed is not the one the host shows, ssh refuses the host, by name, before anything changes."""
+    worker_vars = inventory_vars()[WORKER]
+    worker = worker_vars["ansible_host"]
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    forged_key = " ".join(Path(str(other) + ".pub").read_text().split()[:2])
+    ec2 = boto3.client("ec2", region_name=worker_vars["placement"]["region"], endpoint_url=os.environ["AWS_URL"])  # the stand-in
+    forged_console = f"-----BEGIN SSH HOST KEY KEYS-----\n{forged_key} root@forged\n-----END SSH HOST KEY KEYS-----\n"
+    instance = ec2.run_instances(ImageId=ec2.describe_images()["Images"][0]["ImageId"], InstanceType="c8g.large",
+                                 MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                                     {"Key": "testbed/console", "Value": forged_console}]}])["Instances"][0]["InstanceId"]
+    # Every host known but the worker, which the run then reads from the forged console.
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("".join(line + "\n" for line in KNOWN_HOSTS.read_text().splitlines()
+                                   if not line.startswith(f"{worker} ")))
+    run = deploy_with_ssh_config(tmp_path, [f"IdentityFile {os.environ['LLAMA_RPC_TEST_SSH_KEY']}", "IdentitiesOnly yes",
+                                            f"UserKnownHostsFile {known_hosts}", "StrictHostKeyChecking yes", "BatchMode yes"],
+                                 limit=WORKER, extra_vars={"aws_infra_known_hosts_file": str(known_hosts), "instance_id": instance})
+    assert f"{worker} {forged_key}" in known_hosts.read_text()  # taken from the console, through the AWS API
+    refused_before_any_change(run, f"{WORKER} ({worker}): its SSH host key is not the one known_hosts holds",
+                              "do not connect: something else answers")
 
 
 def test_a_jump_host_that_refuses_the_key_stops_the_run(tmp_path):
@@ -129,3 +163,37 @@ def test_sudo_that_asks_for_a_password_stops_the_run(tmp_path):
         worker.check_output(f"echo '{kept.read_text().strip()}' > {rule}")
     assert worker.file(rule).content_string.strip() == "ubuntu ALL=(ALL) NOPASSWD:ALL"
     refused_before_any_change(run, f"{WORKER} (", "sudo asks ubuntu for a password", "90-cloud-init-users")
+
+
+def get(url, key=None):
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_the_readme_line_reaches_llama_server_from_a_laptop():
+    """The README's SSH forward, with the addresses the summary prints: llama-server on the master's private address,
+    reached from the controller through SSH to the master, behind its API key."""
+    readme = (ROOT / "README.md").read_text()
+    [line] = [line.strip() for block in re.findall(r"^```sh\n(.*?)^```", readme, re.M | re.S)
+              for line in block.splitlines() if line.startswith("ssh -N -L")]
+    served = urlparse(json.loads(RUNNER.get_host(MASTER).file("/etc/ansible/facts.d/llama_rpc_master.fact").content_string)["server_url"])
+    local_port = free_port()
+    command = line.replace("8080:10.0.1.10:8080", f"{local_port}:{served.hostname}:{served.port}")
+    command = command.replace("<master public address>", inventory_vars()[MASTER]["ansible_host"])
+    assert "10.0.1.10" not in command and "<" not in command, f"the README's line changed shape: {line}"
+    argv = shlex.split(command)
+    # The user's ssh configuration: the key, and the known hosts site.yml wrote from the consoles.
+    tunnel = subprocess.Popen(argv[:1] + ["-F", str(ROOT / "tests" / "bed" / "ssh_config")] + argv[1:])
+    try:
+        wait_for_port(local_port, tunnel)
+        key = RUNNER.get_variables(MASTER)["rpc_master_server_api_key"]
+        status, body = get(f"http://127.0.0.1:{local_port}/v1/models", key)
+        assert status == 200 and json.loads(body)["data"], body
+        assert get(f"http://127.0.0.1:{local_port}/v1/models")[0] == 401
+    finally:
+        tunnel.terminate()
+        tunnel.wait(timeout=30)

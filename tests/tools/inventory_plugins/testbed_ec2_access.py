@@ -10,6 +10,9 @@ description:
     and C(keyed_groups) of the AWS inventory file to it, with the code aws_ec2 itself uses (Constructable). So the
     connection variables the cluster scenario runs on are the ones AWS users get (the user, become, the master
     reached on its address, the workers through it with ProxyJump).
+  - With O(consoles_url), each host also gets the EC2 instance that stands for it there (C(instance_id),
+    C(placement.region)), as aws_ec2 gives them. Its console output is the container's log (tests/tools/moto_aws.py
+    --consoles), so aws_infra's host_keys reads the host keys through the AWS API as on AWS. None while that is down.
   - The tags follow the Molecule groups. C(llama_master), C(llama_workers), C(llama_gateway) give the role tag;
     the host's C(cluster_<name>) group gives the cluster tag; a worker's jump tag is the address of its cluster's master.
 options:
@@ -21,6 +24,13 @@ options:
     description: the aws_ec2 inventory file whose compose and keyed_groups apply
     required: true
     type: path
+  consoles_url:
+    description: the EC2 endpoint whose instances, tagged with the hosts' names, show the containers' consoles
+    type: str
+  consoles_region:
+    description: their region
+    type: str
+    default: eu-west-1
 """
 
 import os
@@ -57,7 +67,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             return self.loader.load_from_file(path, cache=False)
 
     def _instances(self):
-        return testbed_instances(self.inventory, self._addresses())
+        instances = testbed_instances(self.inventory, self._addresses())
+        url, region = self.get_option("consoles_url"), self.get_option("consoles_region")
+        for name, instance_id in (console_instances(url, region, list(instances)) if url else {}).items():
+            instances[name].update(instance_id=instance_id, placement={"region": region})
+        return instances
 
     def _addresses(self):
         """{host: its container's address} for the hosts whose container runs."""
@@ -71,6 +85,22 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 networks = containers[0].attrs["NetworkSettings"]["Networks"]
                 address[name] = next(iter(networks.values()))["IPAddress"]
         return address
+
+
+def console_instances(url, region, names):
+    """{host: the id of the EC2 instance named after it} at the console stand-in; {} when it does not answer."""
+    import boto3  # pylint: disable=import-outside-toplevel
+    import botocore.config  # pylint: disable=import-outside-toplevel
+    import botocore.exceptions  # pylint: disable=import-outside-toplevel
+    ec2 = boto3.client("ec2", endpoint_url=url, region_name=region, aws_access_key_id="testing",
+                       aws_secret_access_key="testing", config=botocore.config.Config(retries={"max_attempts": 1},
+                                                                                      connect_timeout=2))
+    try:
+        reservations = ec2.describe_instances(Filters=[{"Name": "tag:Name", "Values": names}])["Reservations"]
+    except botocore.exceptions.EndpointConnectionError:
+        return {}
+    return {tag["Value"]: instance["InstanceId"] for reservation in reservations for instance in reservation["Instances"]
+            for tag in instance.get("Tags", []) if tag["Key"] == "Name"}
 
 
 def testbed_instances(inventory, address):
