@@ -76,7 +76,7 @@ options:
   load_figures:
     description:
       - The rates the first load depends on, to predict its time (RV(load)) with the collection's load-time model
-        (README, Performance). C(master_disk_read), C(worker_disk_read), C(worker_disk_write) and C(network_rate) (one
+        (docs/performance.md). C(master_disk_read), C(worker_disk_read), C(worker_disk_write) and C(network_rate) (one
         TCP flow) in bytes per second, C(master_cached_bytes) the part of the model in the master's page cache.
       - Omitted, no prediction is made.
     type: dict
