@@ -193,7 +193,7 @@ def compare(before, after):
     for clients in sorted(set(rates_before) & set(rates_after)):
         rows.append(("llama-server, %d client%s, tokens/s" % (clients, "s" * (clients > 1)), rates_before[clients], rates_after[clients]))
     if "raw_tcp_mbit_per_s" in before.get("network", {}) and "raw_tcp_mbit_per_s" in after.get("network", {}):
-        # results written before 0.4.0 name no tool: a Python sender measured them
+        # results of development versions before 0.1.0 name no tool: a Python sender measured them
         tools = [results["network"].get("tool", "a Python sender") for results in (before, after)]
         rows.append(("raw TCP Mbit/s" + ("" if tools[0] == tools[1] else " (%s -> %s: another tool)" % tuple(tools)),
                      before["network"]["raw_tcp_mbit_per_s"], after["network"]["raw_tcp_mbit_per_s"]))
