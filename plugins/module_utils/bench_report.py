@@ -10,7 +10,8 @@ A result file (JSON) holds:
     load:    per cache state (cold, staged, warm): <state>_ms, <state>_bytes_sent, <state>_mbit_per_s and
              <state>_cache_bytes_written (measured); master_read_hash_ms and hashed_bytes (the master's own part of every
              load, measured), worker_cache_write_mb_s (measured), staging_ms and staging_bytes (the staging before the
-             staged load); breakdown and summary, worked out here from those (load_breakdown)
+             staged load), predicted_ms (rpc_master's prediction per state); breakdown and summary, worked out here
+             from those (load_breakdown)
     network: {raw_tcp_mbit_per_s, tool (what measured it, e.g. iperf 3.12), path}
     concurrency: {slots, requests_per_client, max_tokens, levels: [{clients, requests, failed, completion_tokens, seconds,
              tokens_per_second, ttft_ms_p50, ttft_ms_p95, latency_ms_p50, latency_ms_p95}]} (llama_server_bench)
@@ -87,6 +88,9 @@ def load_breakdown(load, raw_tcp_mbit_per_s, model_bytes, workers):
         summary["staged_over_cold"] = round(load["staged_ms"] / load["cold_ms"], 3)
     if "staged_bytes_sent" in load and model_bytes:
         summary["staged_sent_fraction_of_model"] = round(load["staged_bytes_sent"] / model_bytes, 4)
+    for state, predicted in sorted((load.get("predicted_ms") or {}).items()):
+        if load.get(state + "_ms") and predicted:
+            summary[state + "_measured_over_predicted"] = round(load[state + "_ms"] / predicted, 2)
     if load.get("staging_ms") and load.get("staging_bytes"):
         summary["staging_mbit_per_s"] = round(load["staging_bytes"] * 8 / (load["staging_ms"] * 1e3), 1)
         if raw_tcp_mbit_per_s and workers:
@@ -131,7 +135,14 @@ def markdown(results):
                       "workers' cache write rate (%s MB/s). Worked out from them: transfer = bytes sent at the raw TCP rate, "
                       "cache writes = bytes into the caches at that write rate, rest = what the three leave."
                       % (load.get("hashed_bytes", 0), load.get("worker_cache_write_mb_s", "-"))]
-        summary = load.get("summary", {})
+        predicted = load.get("predicted_ms") or {}
+        if predicted:
+            lines += ["", "Against the load-time model (rpc_master's prediction for this plan, with rpc_master_load_rates):", "",
+                      "| Worker cache | Measured (ms) | Predicted (ms) | Measured / predicted |", "|---|---:|---:|---:|"]
+            lines += ["| %s | %.0f | %.0f | %s |" % (state, load[state + "_ms"], predicted[state],
+                                                      load.get("summary", {}).get(state + "_measured_over_predicted", "-"))
+                      for state in LOAD_STATES if state + "_ms" in load and state in predicted]
+        summary = {name: value for name, value in load.get("summary", {}).items() if not name.endswith("_measured_over_predicted")}
         if summary:
             lines += [""] + ["- %s: %s" % (name.replace("_", " "), value) for name, value in sorted(summary.items())]
     lines += concurrency_markdown(results.get("concurrency"))

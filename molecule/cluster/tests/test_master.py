@@ -846,6 +846,12 @@ def test_bench_writes_report_chart_and_comparison(host, tmp_path):
     assert load["staged_bytes_sent"] <= 0.05 * measured["model"]["file_size"], load
     assert load["staged_cache_bytes_written"] == 0 and load["cold_cache_bytes_written"] >= load["staging_bytes"] > 0, load
     assert set(load["breakdown"]) == {"cold", "staged", "warm"} and load["master_read_hash_ms"] > 0, load
+    # Each load beside rpc_master's prediction for the deployed plan (the load-time model), and their ratio, printed.
+    assert set(load["predicted_ms"]) == {"cold", "staged", "warm"} and min(load["predicted_ms"].values()) >= 0, load
+    for state in ("cold", "staged", "warm"):
+        if load["predicted_ms"][state] > 0:
+            assert load["summary"][f"{state}_measured_over_predicted"] == round(load[f"{state}_ms"] / load["predicted_ms"][state], 2)
+    assert "cold: measured " in first.stdout and "measured / predicted" in first.stdout
     assert "| staged |" in (tmp_path / "first.md").read_text() and not result["load"]
     # llama-server, started again, with 1 then 2 streaming clients, each request 8 tokens (the server's own count).
     concurrency = measured["concurrency"]

@@ -155,3 +155,23 @@ def test_module_writes_the_breakdown_into_the_json_markdown_and_chart(tmp_path, 
     assert "| staged | 900 | 1000000 | 9 | 0 | 300 | 0 | 0 | 600 |" in text and "- staged over cold: 0.45" in text
     assert (tmp_path / "staged.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| cold | 2000 | 250000000 | 1000 | 240000000 | 300 | 100 | 200 | 1400 |" in result["markdown"]
+
+
+def test_each_load_is_set_beside_the_load_time_models_prediction(tmp_path, capsys):
+    """bench.yml hands over rpc_master's prediction per state: the report gives measured / predicted for each load."""
+    figures = staged_results()
+    figures["load"]["predicted_ms"] = {"cold": 1000.0, "staged": 600.0, "warm": 600.0}
+    _breakdown, summary = bench_report.load_breakdown(figures["load"], 20000.0, 250_000_000, 2)
+    # cold 2000 ms measured against 1000 predicted; staged 900 against 600; warm (results(): 500 ms) against 600
+    assert {name: value for name, value in summary.items() if "predicted" in name} == {
+        "cold_measured_over_predicted": 2.0, "staged_measured_over_predicted": 1.5, "warm_measured_over_predicted": 0.83}
+    text = run_module(bench_report_module.main, capsys, results=figures, dest=str(tmp_path), name="versus")["markdown"]
+    assert "| cold | 2000 | 1000 | 2.0 |" in text and "| staged | 900 | 600 | 1.5 |" in text
+    assert "measured over predicted" not in text  # in the table, not again in the list
+
+
+def test_a_prediction_of_zero_gives_no_ratio():
+    figures = staged_results()
+    figures["load"]["predicted_ms"] = {"cold": 0.0, "staged": 600.0, "warm": 600.0}
+    _breakdown, summary = bench_report.load_breakdown(figures["load"], 20000.0, 250_000_000, 2)
+    assert "cold_measured_over_predicted" not in summary and "staged_measured_over_predicted" in summary
