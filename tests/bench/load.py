@@ -9,12 +9,16 @@ llama-completion), the collection's cache helper, and its staging modules. Print
    - page-cache rate: the master's loader maps the model and reads it from there: touching every page of a
      page-cached file through mmap, bytes per second;
    - per-tensor cost: the load time of a model of many tiny tensors through one worker, per tensor.
-2. One worker with its tensor cache (-c), a model whose weights are almost all in tensors over 10 MiB (as a 70B's
-   are): its first load with the cache empty (cold: llama.cpp sends and stores the weights), after staging it with
-   the collection's modules (staged: the load sends hashes), and again (warm). Load times, the worker's cache
-   writes, and the ratios staged / cold, warm / cold; the staging's own time and rate beside raw TCP on loopback.
+   - the worker's own work per byte outside its hashing (tests/bench/worker_paths.c, as llama.cpp's worker does it):
+     on a cache hit (a zeroed buffer, the cache file read into it, the copy into the tensor) and on a miss with -c
+     (the same, plus the cache file written);
+   - the disk's write rate (the workers' cache writes beyond the dirty-page budget) and one TCP flow on loopback.
+2. For each model size (default 1, 3 and 6 GB to the worker; weights in tensors over 10 MiB, as a 70B's are), one
+   worker with its tensor cache (-c): the first load with the cache empty (cold: llama.cpp sends and stores the
+   weights), after staging it with the collection's modules (staged: the load sends hashes), and again (warm). Each
+   load beside what the load-time model predicts from the constants of step 1 (this run's), and their ratio.
 
-    python -m tests.bench.load [--embd 2048] [--layers 4] [--rounds 3]
+    python -m tests.bench.load [--sizes-gb 1,3,6] [--embd 4096]
 
 Run through `make bench-load`.
 """
@@ -132,85 +136,128 @@ def raw_tcp_rate(megabytes=512):
             return megabytes * (1 << 20) / (time.perf_counter() - started)
 
 
+def worker_path_rate(tool, mode, path, work):
+    """Bytes per second of the worker's own work on a hit or a miss (tests/bench/worker_paths.c), median of 3."""
+    rates = []
+    for _round in range(3):
+        store = work / "store"
+        store.mkdir(exist_ok=True)
+        args = [tool, mode, str(path), str(128 << 20)] + ([str(store)] if mode == "store" else [])
+        rates.append(float(subprocess.run(args, capture_output=True, text=True, check=True).stdout))
+        subprocess.run(["rm", "-rf", str(store)], check=True)
+    return statistics.median(rates)
+
+
+def disk_write_rate(directory, megabytes=1024):
+    """Bytes per second of a write that reaches the disk (written, then synced), as writes beyond the budget wait."""
+    target = Path(directory) / "disk-write"
+    started = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={megabytes}", "conv=fdatasync", "status=none"],
+                   check=True)
+    rate = megabytes * (1 << 20) / (time.perf_counter() - started)
+    target.unlink()
+    return rate
+
+
+def stage(model, tool, cache, work):
+    """rpc_master's staging of one worker's cache, with the collection's modules; returns the staging's seconds."""
+    manifest = module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(work / "manifest.json")}, work)
+    owner = __import__("pwd").getpwuid(os.getuid()).pw_name
+    wanted = [{"hash": t["hash"], "size": t["size"]} for t in manifest["tensors"]]
+    port = llama_cpp.free_port()
+    receiver = start_module("rpc_tensor_cache", {"dir": str(cache), "owner": owner, "tool": tool, "wanted": wanted,
+                                                 "receive": {"address": "127.0.0.1", "port": port, "timeout": 600}}, work)
+    sent = module("rpc_tensor_send", {"model": str(model), "tensors": manifest["tensors"],
+                                      "workers": [{"endpoint": f"127.0.0.1:{port}", "hashes": [t["hash"] for t in wanted]}]},
+                  work)
+    receiver.communicate(timeout=900)
+    return sent["seconds"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--embd", type=int, default=2048)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes-gb", default="1,3,6")
+    parser.add_argument("--embd", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the per-tensor constant")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    tool = str(work / "llama-rpc-cache")
+    work = Path(tempfile.mkdtemp(prefix="bench-load-", dir=os.environ.get("LLAMA_RPC_BENCH_DIR", "/var/tmp")))
+    tool, paths_tool = str(work / "llama-rpc-cache"), str(work / "worker-paths")
     subprocess.run(["cc", "-O2", "-o", tool, str(TOOL_SOURCE)], check=True)
+    subprocess.run(["cc", "-O2", "-o", paths_tool, str(Path(__file__).with_name("worker_paths.c"))], check=True)
     from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import describe_cpu
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils import load_time
     cpu = describe_cpu(Path("/proc/cpuinfo").read_text(), "x86_64")
     bin_dir = llama_cpp.build("x86_64", cpu["cmake_args"], ["ggml-rpc-server", "llama-completion"])
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
-    # 1. constants
+    # 1. constants, measured in this run
     blob = work / "blob"
     with open(blob, "wb") as handle:
         for _megabyte in range(1024):
             handle.write(os.urandom(1 << 20))
-    figures = {"hash_rate_gb_s": round(statistics.median(hash_rate(tool, blob) for _round in range(3)) / 1e9, 3),
-               "page_cache_rate_gb_s": round(statistics.median(page_cache_rate(blob) for _round in range(3)) / 1e9, 2)}
+    subprocess.run(["cat", str(blob)], stdout=subprocess.DEVNULL, check=True)
+    constants = {"hash_rate": statistics.median(hash_rate(tool, blob) for _round in range(3)),
+                 "page_cache_rate": statistics.median(page_cache_rate(blob) for _round in range(3)),
+                 "worker_hit_rate": worker_path_rate(paths_tool, "hit", blob, work),
+                 "worker_store_rate": worker_path_rate(paths_tool, "store", blob, work),
+                 "disk_write_rate": disk_write_rate(work), "network_rate": raw_tcp_rate()}
     blob.unlink()
     many = tiny_model.write_model(work / "many.gguf", embd=64, layers=64, ff=128)
     tensors = len(gguf.read_header(many)["tensors"]) - 1  # the token embeddings stay on the master
     with Worker(bin_dir, work / "many-cache") as worker:
         load_ms(bin_dir, many, f"127.0.0.1:{worker.port}")
         per_load = statistics.median(load_ms(bin_dir, many, f"127.0.0.1:{worker.port}") for _round in range(args.rounds))
-    figures["per_tensor_ms"] = round(per_load / tensors, 3)
-    print(f"constants: {figures} ({tensors} tensors in the many-tensor model)")
+    constants["per_tensor_s"] = per_load / 1000 / tensors
+    print("constants measured in this run: " + ", ".join(
+        f"{name} {value / 1e9:.2f} GB/s" if name.endswith("rate") else f"{name} {value * 1000:.3f} ms"
+        for name, value in constants.items()), flush=True)
+    load_time.FIGURES.update({name: (value,) + load_time.FIGURES[name][1:] for name, value in constants.items()
+                              if name in load_time.FIGURES})
 
-    # 2. cold, staged, warm: every matrix over 10 MiB (no grouped KV heads), as in a 70B model
-    model = tiny_model.write_model(work / "big.gguf", embd=args.embd, layers=args.layers, ff=4 * args.embd, heads=16,
-                                   kv_heads=16)
-    header = gguf.read_header(model)
-    hashed = tensor_cache.hashed_tensors(header)
-    weights = sum(tensor["size"] for tensor in header["tensors"] if not tensor["name"].startswith("token_embd"))
-    share = sum(tensor["size"] for tensor in hashed) / weights
-    print(f"model: {model.stat().st_size / 1e6:.0f} MB, {100 * share:.1f}% of the weights the worker gets in tensors over 10 MiB")
-    subprocess.run(["cat", str(model)], stdout=subprocess.DEVNULL, check=True)
-    rounds = {"cold": [], "staged": [], "warm": [], "staging_s": [], "cold_saved": [], "staged_saved": []}
-    for round_index in range(args.rounds):
-        root = work / f"cache-{round_index}"
-        with Worker(bin_dir, root / "cold") as worker:
-            rounds["cold"].append(load_ms(bin_dir, model, f"127.0.0.1:{worker.port}"))
-            rounds["cold_saved"].append(worker.saved())
-        manifest = module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(work / "manifest.json")}, work)
-        cache = root / "staged" / "rpc"
-        owner = __import__("pwd").getpwuid(os.getuid()).pw_name
-        wanted = [{"hash": t["hash"], "size": t["size"]} for t in manifest["tensors"]]
-        port = llama_cpp.free_port()
-        receiver = start_module("rpc_tensor_cache", {"dir": str(cache), "owner": owner, "tool": tool, "wanted": wanted,
-                                                     "receive": {"address": "127.0.0.1", "port": port, "timeout": 120}}, work)
-        sent = module("rpc_tensor_send", {"model": str(model), "tensors": manifest["tensors"],
-                                          "workers": [{"endpoint": f"127.0.0.1:{port}", "hashes": [t["hash"] for t in wanted]}]},
-                      work)
-        receiver.communicate(timeout=300)
-        rounds["staging_s"].append(sent["seconds"])
-        with Worker(bin_dir, root / "staged") as worker:
-            rounds["staged"].append(load_ms(bin_dir, model, f"127.0.0.1:{worker.port}"))
-            rounds["staged_saved"].append(worker.saved())
-            rounds["warm"].append(load_ms(bin_dir, model, f"127.0.0.1:{worker.port}"))
-        print(f"round {round_index + 1}: cold {rounds['cold'][-1]:.0f} ms ({rounds['cold_saved'][-1]} tensors stored by the "
-              f"worker), staging {sent['seconds']:.2f} s, staged {rounds['staged'][-1]:.0f} ms ({rounds['staged_saved'][-1]} "
-              f"stored), warm {rounds['warm'][-1]:.0f} ms")
-    median = statistics.median
-    staged_bytes = sum(t["size"] for t in hashed)
-    raw = raw_tcp_rate()
-    results = {
-        "constants": figures,
-        "model_mb": round(model.stat().st_size / 1e6), "hashed_share": round(share, 4), "rounds": args.rounds,
-        "load_ms": {state: median(rounds[state]) for state in ("cold", "staged", "warm")},
-        "ratios": {"staged_vs_cold": round(median(rounds["staged"]) / median(rounds["cold"]), 3),
-                   "warm_vs_cold": round(median(rounds["warm"]) / median(rounds["cold"]), 3)},
-        "staging": {"seconds": median(rounds["staging_s"]), "rate_mb_s": round(staged_bytes / median(rounds["staging_s"]) / 1e6),
-                    "raw_tcp_mb_s": round(raw / 1e6),
-                    "fraction_of_raw_tcp": round(staged_bytes / median(rounds["staging_s"]) / raw, 3)},
-        "tensors_the_worker_stored": {"cold": median(rounds["cold_saved"]), "staged": median(rounds["staged_saved"])},
-    }
+    # 2. each size: cold, staged, warm, beside the model's prediction with this run's constants
+    rows = []
+    for size_gb in (float(size) for size in args.sizes_gb.split(",")):
+        layer_bytes = 4 * (4 * args.embd * args.embd + 3 * args.embd * 4 * args.embd)  # F32: attention and feed-forward
+        layers = max(1, round(size_gb * 1e9 / layer_bytes))
+        model = tiny_model.write_model(work / f"model-{size_gb:g}.gguf", embd=args.embd, layers=layers, ff=4 * args.embd,
+                                       heads=16, kv_heads=16)
+        header = gguf.read_header(model)
+        sent = [tensor for tensor in header["tensors"] if not tensor["name"].startswith("token_embd")]
+        model_bytes, hashed = sum(t["size"] for t in sent), sum(t["size"] for t in tensor_cache.hashed_tensors(header))
+        subprocess.run(["cat", str(model)], stdout=subprocess.DEVNULL, check=True)  # the master's page cache
+        worker_spec = [{"bytes": model_bytes, "memory": memory, "disk_read": constants["page_cache_rate"],
+                        "disk_write": constants["disk_write_rate"], "cache_in_memory": True}]
+        master = {"disk_read": constants["page_cache_rate"], "cached_bytes": model_bytes}
+        measured = {}
+        with Worker(bin_dir, work / "cold") as worker:
+            measured["cold"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+        subprocess.run(["rm", "-rf", str(work / "cold")], check=True)
+        staging_s = stage(model, tool, work / "staged" / "rpc", work)
+        with Worker(bin_dir, work / "staged") as worker:
+            measured["staged"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+            measured["warm"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+        subprocess.run(["rm", "-rf", str(work / "staged")], check=True)
+        for state in ("cold", "staged", "warm"):
+            predicted = load_time.predict(model_bytes, hashed, len(sent), worker_spec, master, constants["network_rate"],
+                                          state)
+            rows.append({"gb_to_worker": round(model_bytes / 1e9, 2), "state": state, "measured_s": round(measured[state], 2),
+                         "predicted_s": predicted["seconds"], "ratio": round(measured[state] / predicted["seconds"], 2),
+                         "bound": predicted["bound"], "parts": predicted["parts"]})
+            print(f"{model_bytes / 1e9:5.2f} GB {state:6s}: measured {measured[state]:6.2f} s, predicted "
+                  f"{predicted['seconds']:6.2f} s, measured / predicted {rows[-1]['ratio']:.2f} ({predicted['bound']})",
+                  flush=True)
+        print(f"{model_bytes / 1e9:5.2f} GB staging (rpc_tensor_send): {staging_s:.1f} s", flush=True)
+        model.unlink()
+
+    print("\n| GB to the worker | Cache | Measured (s) | Predicted (s) | Measured / predicted | Bound |")
+    print("|---:|---|---:|---:|---:|---|")
+    for row in rows:
+        print(f"| {row['gb_to_worker']} | {row['state']} | {row['measured_s']} | {row['predicted_s']} | {row['ratio']} "
+              f"| {row['bound']} |")
+    within = [row for row in rows if 0.8 <= row["ratio"] <= 1.2]
+    print(f"\n{len(within)} of {len(rows)} predictions within 20% of the measured load")
+    results = {"constants": constants, "loads": rows}
     (work / "bench-load.json").write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
     print(f"all figures: {work / 'bench-load.json'}")
 
 

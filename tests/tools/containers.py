@@ -118,10 +118,8 @@ def run_playbook(inventory_path, playbook, extra_vars, timeout=600, tags=None, l
 
 
 def changed_per_host(output):
-    """The play recap's changed count per host of the inventory: {host: count}. localhost is left out: every playbook's
-    first play runs there (reach.yml: new EC2 instances' host keys), and it changes no host."""
-    return {name: int(changed) for name, changed in re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", output, re.M)
-            if name != "localhost"}
+    """The play recap's changed count per host: {host: count}."""
+    return {name: int(changed) for name, changed in re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", output, re.M)}
 
 
 def task_output(output, task):
