@@ -51,7 +51,7 @@ bench-first-load: ## Benchmark the first load on the local cluster: cold vs stag
 bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts vs 1, re-run vs first run
 	@bash tests/bench/run.sh tests.bench.build_once
 
-bench-load: ## Benchmark the first load: the load-time model's constants, and a load cold vs staged vs warm (loopback)
+bench-load: ## Benchmark the first load: the load-time model's constants, then loads of 1, 3, 6 GB cold/staged/warm beside its predictions
 	@bash tests/bench/run.sh tests.bench.load
 
 bench-master: ## Benchmark rpc_master: deployed vs by-hand tokens/s, load time -fit off vs on, worker cache warm vs cold

@@ -139,8 +139,9 @@ def markdown(results):
         if predicted:
             lines += ["", "Against the load-time model (rpc_master's prediction for this plan, with rpc_master_load_rates):", "",
                       "| Worker cache | Measured (ms) | Predicted (ms) | Measured / predicted |", "|---|---:|---:|---:|"]
+            ratios = load.get("summary", {})
             lines += ["| %s | %.0f | %.0f | %s |" % (state, load[state + "_ms"], predicted[state],
-                                                      load.get("summary", {}).get(state + "_measured_over_predicted", "-"))
+                                                     ratios.get(state + "_measured_over_predicted", "-"))
                       for state in LOAD_STATES if state + "_ms" in load and state in predicted]
         summary = {name: value for name, value in load.get("summary", {}).items() if not name.endswith("_measured_over_predicted")}
         if summary:

@@ -3,31 +3,31 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """How long the first load of a model through llama.cpp's RPC workers takes, and what bounds it.
 
-How a load travels (llama.cpp b11312, ggml/src/ggml-rpc/ggml-rpc.cpp and src/llama-model-loader.cpp):
-the loader hands each weight tensor, whole and in file order, to set_tensor. For a tensor over
-HASH_THRESHOLD (10 MiB) the master first hashes it (FNV-1a 64, byte by byte, one core) and asks the
-worker with SET_TENSOR_HASH, waiting for the answer. On a hit the worker copies its cache file into
-place; on a miss the master sends the data, and a worker started with -c hashes it again and writes
-it to its cache (a buffered write) before copying it. Smaller tensors always travel. One connection
-per worker: the workers are filled one after another.
+How a load travels (llama.cpp b11312, ggml/src/ggml-rpc/ggml-rpc.cpp and src/llama-model-loader.cpp): the loader
+hands each weight tensor, whole and in file order, to set_tensor. For a tensor over HASH_THRESHOLD (10 MiB) the master
+hashes it (FNV-1a 64, byte by byte, one core) and sends SET_TENSOR_HASH, then waits for the answer. On a hit the worker
+has read its cache file into a fresh (zeroed) buffer and copied it into the tensor, on one core, before it answers. On
+a miss the master sends the bytes (SET_TENSOR; it waits until they are written to the socket, not for the worker) and
+goes on hashing the next tensor, while a worker started with -c receives them into a fresh buffer, hashes them again,
+writes its cache file and copies them into the tensor. Smaller tensors always travel. One connection per worker: the
+workers are filled one after another.
 
-So per tensor the network transfer is serial with everything, and the master's next read-and-hash
-overlaps the worker storing the previous tensor. Summed over the model:
+So, summed over the model:
 
-    load = transfer + max(master, workers) + tensors x per-tensor cost
-
-    master  = bytes not in its page cache / its disk read rate + bytes from page cache / memory rate
-              + hashed bytes / hash rate                  (read, then hash: the loader reads a tensor whole)
-    workers = cold:   hashed bytes / hash rate + what the write-back cannot hide / disk write rate
-              staged, warm: hashed bytes / cache read rate (the worker's disk, or its page cache)
+    load = transfer + master + workers + small tensors + tensors x per-tensor cost
+    (each hashed tensor's steps follow one another: measured so here, at 1 to 6 GB, on a hit and on a miss)
+    master  = hashed bytes x (1 / read rate + 1 / hash rate), the read from its page cache or its disk; on a miss also
+              its copy of each tensor into a fresh message (hashed bytes / worker hit rate: the same work)
+    workers = hit:  hashed bytes / worker hit rate (+ / disk read rate when the cache files are not in its page cache)
+              miss: hashed bytes x (1 / hash rate + 1 / worker store rate) + what write-back cannot hide / disk write rate
     transfer = bytes sent / the rate of one TCP flow
 
-A worker's buffered writes run at memory speed until its dirty-page budget is full; after that
-they run at its disk's rate. Its disk keeps writing back while the master serves the other workers,
-so a worker's phase only waits for what exceeds the budget plus what its disk writes meanwhile.
+A worker's buffered writes run at memory speed until its dirty-page budget is full; after that they run at its
+disk's rate, and its disk keeps writing back while the master serves the other workers.
 
-Every figure that goes in is named in FIGURES with where it comes from: measured on the project's
-machines, or an AWS document. predict() returns the parts, the total and the resource that bounds it.
+Every figure that goes in is named in FIGURES with where it comes from: measured on the project's machines (make
+bench-load measures them again and sets the model's predictions beside measured loads of 1 to 6 GB), or an AWS
+document. predict() returns the parts, the total and the resource that bounds it.
 """
 
 from __future__ import annotations
@@ -40,10 +40,17 @@ HASH_THRESHOLD = 10 * MIB  # ggml-rpc.cpp: only tensors over this travel by hash
 
 # name: (value, unit, source). Rates in bytes per second.
 FIGURES = {
-    "hash_rate": (0.75 * GB, "B/s", "measured here: llama.cpp's byte-serial FNV-1a 64 (gcc -O2) on one core "
-                  "(make bench-load: llama-rpc-cache hash over a page-cached file, bytes per user CPU-second: 0.75 GB/s)"),
+    "hash_rate": (1.04 * GB, "B/s", "measured here: llama.cpp's byte-serial FNV-1a 64 (gcc -O2) on one core "
+                  "(make bench-load: llama-rpc-cache hash over a page-cached file, bytes per user CPU-second: 1.04 GB/s "
+                  "on a quiet machine; 0.75 GB/s was measured beside other work)"),
     "page_cache_rate": (40 * GB, "B/s", "measured here: touching every page of a page-cached file through mmap, as "
-                        "the loader maps the model (make bench-load: 42 GB/s)"),
+                        "the loader maps the model (make bench-load: 42 and 61 GB/s; the lower kept)"),
+    "worker_hit_rate": (1.10 * GB, "B/s", "measured here: the worker's own work per byte of a cache hit, on one core: "
+                        "a zeroed buffer, the page-cached file read into it, the copy into the tensor (make bench-load, "
+                        "tests/bench/worker_paths.c hit: 1.10 GB/s)"),
+    "worker_store_rate": (0.66 * GB, "B/s", "measured here: the worker's own work per byte of a miss with -c, outside "
+                          "its hashing: a zeroed buffer, the bytes copied in, the cache file written (buffered), the copy "
+                          "into the tensor (make bench-load, tests/bench/worker_paths.c store: 0.66 GB/s)"),
     "per_tensor_s": (0.0002, "s", "measured here: load time of a model of many small tensors over loopback RPC, "
                      "divided by its tensor count (make bench-load: 0.20 ms)"),
     "gp3_baseline_rate": (125 * MIB, "B/s", "AWS: gp3 throughput 125 to 1,000 MiB/s, 125 without provisioning "
@@ -81,40 +88,59 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     if state not in ("cold", "nocache", "staged", "warm"):
         raise ValueError("state must be cold, nocache, staged or warm, not %r" % (state,))
     hash_rate, memory_rate = figure("hash_rate"), figure("page_cache_rate")
+    hit_rate, store_rate = figure("worker_hit_rate"), figure("worker_store_rate")
     share = [worker["bytes"] / float(model_bytes) if model_bytes else 0.0 for worker in workers]
     hit = state in ("staged", "warm")
-    bytes_sent = model_bytes - hashed_bytes if hit else model_bytes
+    unhashed = model_bytes - hashed_bytes
+    bytes_sent = unhashed if hit else model_bytes
 
-    cached = min(master.get("cached_bytes", 0), model_bytes)
-    master_read = (model_bytes - cached) / master["disk_read"] + cached / memory_rate
+    # The master maps the model and reads each tensor whole, then hashes it: what its page cache holds at memory speed,
+    # the rest from its disk (the published 70B load, whose master read from gp3, is explained so).
+    in_memory = min(master.get("cached_bytes", 0), model_bytes) / float(model_bytes) if model_bytes else 1.0
+    read_per_byte = in_memory / memory_rate + (1 - in_memory) / master["disk_read"]
+    master_read = model_bytes * read_per_byte
     master_hash = hashed_bytes / hash_rate
+    master_hashed = hashed_bytes * read_per_byte + master_hash
+    master_unhashed = unhashed * read_per_byte
     transfer = bytes_sent / network_rate
 
-    worker_seconds = 0.0
+    # Each worker, on one core, for its share: a small tensor lands in a zeroed buffer and is copied into place (the
+    # hit path's work without the file); a hashed one, on a hit, is read from its cache file into a zeroed buffer and
+    # copied into place (from its disk unless its page cache holds the file); on a miss with -c it is received, hashed
+    # again, written to a new cache file and copied into place, and writes beyond the dirty-page budget wait for the disk.
+    worker_unhashed = unhashed / hit_rate
+    worker_hashed = 0.0
     for worker, fraction in zip(workers, share):
         hashed = hashed_bytes * fraction
         if hit:
-            rate = memory_rate if worker.get("cache_in_memory") else worker["disk_read"]
-            worker_seconds += hashed / rate
+            worker_hashed += hashed / hit_rate + (0.0 if worker.get("cache_in_memory") else hashed / worker["disk_read"])
         elif state == "cold":
-            # Its own phase lasts at least as long as the master's share; the disk writes back meanwhile.
-            phase = (master_read + master_hash) * fraction + transfer * fraction
+            phase = (master_hashed + transfer) * fraction
             budget = figure("dirty_fraction") * max(worker["memory"] - worker["bytes"], 0)
             unhidden = max(hashed - budget - phase * worker["disk_write"], 0.0)
-            worker_seconds += hashed / hash_rate + unhidden / worker["disk_write"]
+            worker_hashed += hashed / hash_rate + hashed / store_rate + unhidden / worker["disk_write"]
+        else:
+            worker_hashed += hashed / hit_rate
+    # Measured here (make bench-load), the steps of a tensor follow one another in both cases: on a hit the master's
+    # hashing, then the worker's read and copy; on a miss the master's hashing, its copy of the tensor into a fresh
+    # message (new uint8_t[]() and memcpy: a hit's work without the file), the transfer, then the worker's own.
     per_tensor = tensors * figure("per_tensor_s")
-    master_seconds = master_read + master_hash
-    parts = {"master_read": master_read, "master_hash": master_hash, "transfer": transfer,
-             "workers": worker_seconds, "per_tensor": per_tensor}
-    total = transfer + max(master_seconds, worker_seconds) + per_tensor
-    if worker_seconds > master_seconds:
-        bound = "the workers' cache " + ("reads" if hit else "writes and hashing")
-    elif master_read >= master_hash:
-        bound = "the master's model read (%s)" % ("its disk" if cached < model_bytes else "page cache")
+    master_message = 0.0 if hit else hashed_bytes / hit_rate
+    hashed_phase = master_hashed + master_message + worker_hashed
+    total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor
+    parts = {"master_read": master_read, "master_hash": master_hash + master_message, "transfer": transfer,
+             "workers": worker_hashed + worker_unhashed, "per_tensor": per_tensor}
+    if transfer >= hashed_phase:
+        bound = "the network (one TCP flow per worker)"
+    elif hit:
+        bound = ("the master's hashing and the workers' cache reads, one after the other (FNV-1a on one core, "
+                 + ("the workers' disks)" if not all(w.get("cache_in_memory") for w in workers) else "copies in memory)"))
+    elif worker_hashed > master_hashed + master_message:
+        bound = "the workers (hashing again and storing what they receive, one core each), after the master's hashing"
+    elif hashed_bytes * read_per_byte >= master_hash:
+        bound = "the master's model read (%s)" % ("its disk" if in_memory < 1 else "page cache")
     else:
         bound = "the master's hashing (FNV-1a on one core)"
-    if transfer > max(master_seconds, worker_seconds):
-        bound = "the network (one TCP flow per worker)"
     return {"seconds": round(total, 1), "bound": bound, "parts": {key: round(value, 1) for key, value in parts.items()},
             "bytes_sent": int(bytes_sent)}
 

@@ -48,9 +48,12 @@ def reference_405b(flow_gbps):
                              {"disk_read": 125 * MIB, "cached_bytes": 0}, flow_gbps * 1e9 / 8, "cold")
 
 
+@pytest.mark.xfail(strict=True, reason="the corrected model (each tensor's steps one after another, as measured here at 1 to "
+                   "6 GB) predicts 48 min against the 'about 30 min' reported for 405B, a figure whose text is not "
+                   "reachable from here; the 70B reference, whose log is published, is within 10%")
 def test_the_405b_load_reported_at_about_30_minutes():
-    """Whether that run used a placement group is not said. Inside one (10 Gbps per flow) the model is within 30% of the
-    reported figure; outside one (5 Gbps) it is 34% slow, outside the band: the README says so."""
+    """Whether that run used a placement group is not said. Inside one (10 Gbps per flow) the model should be within 30%
+    of the reported figure."""
     inside, outside = reference_405b(10), reference_405b(5)
     for flow, predicted in ((10, inside), (5, outside)):
         print(f"405B at {flow} Gbps per flow: predicted {predicted['seconds'] / 60:.1f} min against about 30 min "
@@ -59,22 +62,33 @@ def test_the_405b_load_reported_at_about_30_minutes():
     assert inside["bound"] == outside["bound"] == "the master's model read (its disk)"
 
 
-def test_staged_caches_and_the_aws_defaults_bring_the_70b_first_load_under_a_minute():
-    """The defaults the README recommends: the master holds the model in its page cache (c8g.8xlarge, 64 GiB, the model
-    read once before the load), the workers' caches on gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps)."""
+def staged_70b(worker_caches_in_memory, master_cached=True):
+    """The AWS defaults: the master holds the model in its page cache (c8g.8xlarge, 64 GiB, the model read once by the
+    staging before the load), the workers' caches on gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps). With
+    worker_caches_in_memory, workers whose page cache keeps their cache files beside their share of the weights
+    (c8g.8xlarge workers, 64 GiB, for a 19 GB share each)."""
     sent, hashed, tensors = llama_70b_q4_0()
-    workers = [gp3_worker(sent / 2, rate_mib=1000)] * 2
-    master = {"disk_read": 1000 * MIB, "cached_bytes": sent}
-    staged = load_time.predict(sent, hashed, tensors, workers, master, load_time.figure("flow_rate_placement_group"), "staged")
-    print(f"70B staged with the recommended defaults: {staged}")
-    assert staged["seconds"] <= 60
-    assert staged["bound"] == "the master's hashing (FNV-1a on one core)"
-    assert staged["bytes_sent"] <= 0.05 * sent
-    # Staging alone, without the master's page cache, does not get there: the master's volume is then the bound.
-    from_disk = load_time.predict(sent, hashed, tensors, workers, {"disk_read": 1000 * MIB, "cached_bytes": 0},
-                                  load_time.figure("flow_rate_placement_group"), "staged")
-    print(f"70B staged, master reading from its volume at 1,000 MiB/s: {from_disk}")
-    assert from_disk["seconds"] > 60
+    workers = [dict(gp3_worker(sent / 2, memory_gib=64 if worker_caches_in_memory else 32, rate_mib=1000),
+                    cache_in_memory=worker_caches_in_memory)] * 2
+    master = {"disk_read": 1000 * MIB, "cached_bytes": sent if master_cached else 0}
+    return load_time.predict(sent, hashed, tensors, workers, master, load_time.figure("flow_rate_placement_group"), "staged")
+
+
+def test_the_70b_first_load_with_the_aws_defaults_and_the_floor_of_stock_llama_cpp():
+    """Staged caches send hashes, not weights, but each hashed tensor waits for the master's hashing and then the
+    worker's read and copy: with the defaults the first load takes well over a minute. Workers that keep their cache
+    files in memory remove the disk from it; what is left, the master's hashing on one core and the workers' copies, is
+    the floor of stock llama.cpp's serial path on any instance type, and it is above a minute."""
+    sent, _hashed, _tensors = llama_70b_q4_0()
+    defaults, in_memory = staged_70b(False), staged_70b(True)
+    print(f"70B staged with the AWS defaults: {defaults}")
+    print(f"70B staged, the workers' caches in their page cache: {in_memory}")
+    assert defaults["bytes_sent"] <= 0.05 * sent
+    assert defaults["seconds"] > in_memory["seconds"] > 60
+    assert in_memory["parts"]["master_hash"] < 60 < in_memory["seconds"]
+    assert "one after the other" in defaults["bound"] and "disks" in defaults["bound"]
+    # The master's page cache matters as much: read from its volume at 1,000 MiB/s instead, the load waits for it.
+    assert staged_70b(False, master_cached=False)["seconds"] > defaults["seconds"]
 
 
 def test_every_figure_names_its_source():
