@@ -228,24 +228,28 @@ def main():
         worker_spec = [{"bytes": model_bytes, "memory": memory, "disk_read": constants["page_cache_rate"],
                         "disk_write": constants["disk_write_rate"], "cache_in_memory": True}]
         master = {"disk_read": constants["page_cache_rate"], "cached_bytes": model_bytes}
-        measured = {}
+        # each load's time, and the tensors the worker stored in its cache during it (none once staged)
+        measured, stored = {}, {}
         with Worker(bin_dir, work / "cold") as worker:
             measured["cold"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+            stored["cold"] = worker.saved()
         subprocess.run(["rm", "-rf", str(work / "cold")], check=True)
         staging_s = stage(model, tool, work / "staged" / "rpc", work)
         with Worker(bin_dir, work / "staged") as worker:
-            measured["staged"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
-            measured["warm"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+            for state in ("staged", "warm"):
+                before = worker.saved()
+                measured[state] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+                stored[state] = worker.saved() - before
         subprocess.run(["rm", "-rf", str(work / "staged")], check=True)
         for state in ("cold", "staged", "warm"):
             predicted = load_time.predict(model_bytes, hashed, len(sent), worker_spec, master, constants["network_rate"],
                                           state)
             rows.append({"gb_to_worker": round(model_bytes / 1e9, 2), "state": state, "measured_s": round(measured[state], 2),
                          "predicted_s": predicted["seconds"], "ratio": round(measured[state] / predicted["seconds"], 2),
-                         "bound": predicted["bound"], "parts": predicted["parts"]})
-            print(f"{model_bytes / 1e9:5.2f} GB {state:6s}: measured {measured[state]:6.2f} s, predicted "
-                  f"{predicted['seconds']:6.2f} s, measured / predicted {rows[-1]['ratio']:.2f} ({predicted['bound']})",
-                  flush=True)
+                         "bound": predicted["bound"], "parts": predicted["parts"], "tensors_stored": stored[state]})
+            print(f"{model_bytes / 1e9:5.2f} GB {state:6s}: measured {measured[state]:6.2f} s ({stored[state]} tensors "
+                  f"stored by the worker), predicted {predicted['seconds']:6.2f} s, measured / predicted "
+                  f"{rows[-1]['ratio']:.2f} ({predicted['bound']})", flush=True)
         print(f"{model_bytes / 1e9:5.2f} GB staging (rpc_tensor_send): {staging_s:.1f} s", flush=True)
         model.unlink()
 
