@@ -110,6 +110,10 @@ def test_cluster_b_runs_rpc_inside_the_tunnel(host):
         assert f"LLAMA_ARG_RPC={worker['address']}:{PORT}" in host.file("/etc/llama-rpc/server.env").content_string
         assert [peer["public_key"] for peer in master["peers"]] == [worker["public_key"]]
         assert f"peer: {worker['public_key']}" in host.check_output("wg show llama-rpc")
+        # wireguard-go and the tools, and not what wireguard-tools recommends: a kernel image that nothing boots
+        assert host.package("wireguard-go").is_installed
+        listed = host.run("dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-image-*' initramfs-tools").stdout
+        assert not [line for line in listed.splitlines() if line.startswith("ii")], listed
     plain = RUNNER.get_host(PLAIN_WORKER)
     assert not plain.file(FACT).exists and not plain.interface("llama-rpc").exists
 
