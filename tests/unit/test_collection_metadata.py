@@ -170,8 +170,9 @@ def aws_tasks(node):
 def test_the_region_is_given_once_to_every_aws_module():
     """aws_infra_region reaches the AWS modules through module_defaults (amazon.aws's way), not task by task."""
     given = []
-    # host_keys.yml reads the consoles of the run's hosts, in whatever regions they are (aws_infra_region is not set).
-    for path in sorted(set((ROOT / "roles" / "aws_infra" / "tasks").glob("*.yml")) - {ROOT / "roles" / "aws_infra" / "tasks" / "host_keys.yml"}):
+    # host_keys_trust.yml reads the consoles of the run's hosts, in whatever regions they are (aws_infra_region is not set).
+    tasks = ROOT / "roles" / "aws_infra" / "tasks"
+    for path in sorted(set(tasks.glob("*.yml")) - {tasks / "host_keys.yml", tasks / "host_keys_trust.yml"}):
         for task in aws_tasks(yaml.safe_load(path.read_text())):
             module = next(key for key in task if key.startswith(("amazon.aws.", "graviton.llama_rpc.")))
             if "region" in (task[module] or {}):
