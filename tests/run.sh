@@ -63,12 +63,13 @@ finish_beside() {  # waits for every check started beside, in order, and records
   beside=()
 }
 
-# lint and sanity only read the checkout (sanity works on a copy) and each keeps one core busy: side by side.
-if wanted lint && wanted sanity; then start_beside lint bash tests/bed/lint.sh; else wanted lint && run_stage lint bash tests/bed/lint.sh; fi
+# lint, sanity and the unit tests only read the checkout (sanity works on a copy; pytest's caches are ignored files),
+# and each keeps one core busy: side by side.
+wanted lint && start_beside lint bash tests/bed/lint.sh
+wanted units && start_beside units python -m pytest -q tests/unit
 wanted sanity && run_stage sanity bash tests/bed/sanity.sh
 finish_beside
 wanted build && run_stage build bash tests/bed/build_install.sh
-wanted units && run_stage units python -m pytest -q tests/unit
 scenarios=()
 if wanted molecule; then
   read -r -a scenarios <<<"${SCENARIOS:-$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -rn1 basename | sort | xargs)}"
@@ -92,7 +93,7 @@ done
 # here: the refusals that a host or AWS answers (every input rule is a unit test). About half the time each, warm.
 # They share no host, network or build directory.
 integration_beside=(tests/integration/test_rpc_tunnel.py tests/integration/test_arm_cross.py tests/integration/test_rpc_probe.py
-                    tests/integration/test_plan_against_llama_cpp.py)
+                    tests/integration/test_plan_against_llama_cpp.py tests/integration/test_git_source.py)
 if wanted integration; then
   start_beside integration:lifecycle python -m pytest -q -rs -s --durations=8 "${integration_beside[@]}"
   run_stage integration python -m pytest -q -rs -s --durations=12 "${integration_beside[@]/#/--ignore=}" tests/integration
