@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help check test lint sanity units lowest molecule images venv demo demo-clean bench build docs bench-build bench-faults bench-first-load bench-load bench-master bench-tunnel constraints clean
+.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-clean bench build docs bench-build bench-faults bench-first-load bench-load bench-master bench-tunnel constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,6 +32,9 @@ lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requir
 
 molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose)
 	@$(MAKE) --no-print-directory test STAGES=molecule
+
+role: ## One role's own checks (ROLE=rpc_tunnel): unit tests, its refusals on a container, its own scenario where it has one
+	@bash tests/bed/role.sh "$(ROLE)"
 
 images: ## Build the systemd base images (Debian bookworm and trixie) offline
 	@bash tests/bed/host.sh && bash tests/bed/images.sh

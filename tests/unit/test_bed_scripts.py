@@ -1,6 +1,7 @@
 """Bad input to the test bed fails at once with a message that says what to do (real processes, no stubs)."""
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,3 +39,20 @@ def test_dockerd_that_does_not_come_up_shows_its_log(tmp_path):
     assert "dockerd did not come up" in result.stderr
     # the daemon's own words, from its log, name what is wrong
     assert str(missing_config) in result.stderr
+
+
+def test_make_role_knows_every_role_and_refuses_another_by_name():
+    """make role ROLE=<name>: every role of the collection (but the internal _common) has its entry, and each file it
+    runs exists; an unknown role is refused with the list, before anything is set up."""
+    script = ROOT / "tests" / "bed" / "role.sh"
+    roles = sorted(path.name for path in (ROOT / "roles").iterdir() if path.is_dir() and not path.name.startswith("_"))
+    result = subprocess.run(["bash", str(script), "no_such_role"], capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode != 0 and f"one of: {' '.join(roles)} (got 'no_such_role')" in result.stderr, result.stderr
+    text = script.read_text()
+    for role in roles:
+        assert (ROOT / "tests" / "integration" / "bad_input" / f"test_{role}.py").exists(), role
+    listed = [word for line in text.splitlines() if re.match(r"\s*\[\w+\]=\"", line)
+              for quoted in line.split('"')[1::2] for word in quoted.split()]
+    assert "tests/integration/test_rpc_tunnel.py" in listed
+    for path in listed:
+        assert (ROOT / path).exists(), path
