@@ -12,10 +12,10 @@ IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tes
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): 75 s on a fresh clone, 3 min the first time
+check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): 56 s on a fresh clone, 3 min the first time
 	@LLAMA_RPC_VENV_ONLY=1 bash tests/run.sh
 
-test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (23 min warm, 38 cold)
+test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (21 min warm, 38 cold)
 	@bash tests/run.sh
 
 lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only: about 30 s
