@@ -59,3 +59,15 @@ detect_privileged() {
   fi
   export LLAMA_RPC_TEST_PRIVILEGED
 }
+
+# The whole test bed, for a script that runs containers: host packages and dockerd, the test venv (VENV), the base
+# images, the environment (tests/bed/env.sh), the llama.cpp source, and whether containers may run privileged.
+prepare_bed() {
+  bash "$REPO_ROOT/tests/bed/host.sh"
+  VENV=$(bash "$REPO_ROOT/tests/bed/venv.sh")
+  bash "$REPO_ROOT/tests/bed/images.sh"
+  # shellcheck source=tests/bed/env.sh
+  . "$REPO_ROOT/tests/bed/env.sh"
+  bash "$REPO_ROOT/tests/bed/sources.sh"
+  detect_privileged
+}

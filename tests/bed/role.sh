@@ -21,12 +21,7 @@ if [ -z "$role" ] || [ -z "${own[$role]+set}" ]; then
   die "make role needs ROLE, one of: $(printf '%s\n' "${!own[@]}" | sort | xargs) (got '${role}')."
 fi
 
-bash tests/bed/host.sh
-VENV=$(bash tests/bed/venv.sh)
-bash tests/bed/images.sh
-. tests/bed/env.sh
-bash tests/bed/sources.sh
-detect_privileged
+prepare_bed
 
 started=$SECONDS
 python -m pytest -q tests/unit

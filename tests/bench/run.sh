@@ -4,12 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../bed/lib.sh"
 cd "$REPO_ROOT"
-bash tests/bed/host.sh
-VENV=$(bash tests/bed/venv.sh)
-bash tests/bed/images.sh
-. tests/bed/env.sh
-bash tests/bed/sources.sh
-detect_privileged
+prepare_bed
 # The benchmarks import the collection's Python (module_utils) as ansible_collections.graviton.llama_rpc.
 export PYTHONPATH="$ANSIBLE_COLLECTIONS_PATH${PYTHONPATH:+:$PYTHONPATH}"
 python -m "$@"
