@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "playbooks" / "llama_build.yml"
 HOST = "llama-rpc-git-source"
 REPOSITORY = "/srv/llama.cpp.git"
-VERSION = os.environ.get("LLAMA_RPC_TEST_LLAMA_VERSION", "b11312")
+VERSION = os.environ["LLAMA_RPC_TEST_LLAMA_VERSION"]  # the pinned release (tests/bed/env.sh)
 # a fixed author and date: the same tree gives the same commit on every machine
 COMMITTER = {"GIT_AUTHOR_NAME": "test bed", "GIT_AUTHOR_EMAIL": "test@bed", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
              "GIT_COMMITTER_NAME": "test bed", "GIT_COMMITTER_EMAIL": "test@bed", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}

@@ -83,8 +83,8 @@ def refused_before_any_change(run, *expected, keys_trusted=False):
     for text in expected:
         assert text in output, f"{text!r} not in:\n{output[-3000:]}"
     assert "every host answers, as root, before anything changes" in output
-    # Nothing changed on a host; with keys_trusted, the controller's known_hosts did (the task runs delegated to it,
-    # once, and the recap counts it for the first host of the play).
+    # Nothing changed on a host; with keys_trusted, the controller's known_hosts did (the task runs delegated to it, and
+    # the recap counts the change for the host whose keys were new).
     changed = containers.changed_per_host(run.stdout)
     assert sum(changed.values()) == (1 if keys_trusted else 0), output[-3000:]
     if keys_trusted:
