@@ -9,18 +9,12 @@ the master's SET_TENSOR_HASH from that file instead of receiving the bytes. The 
 data exactly as it lies in the GGUF file, so the cache can be filled from the file itself.
 
 This module: which tensors of a model (every part of a set) travel by hash (their files, exact sizes and offsets),
-which worker each goes to under a fit plan (the same placement llama.cpp makes), and the staging wire format between
-the master (sender) and a worker (receiver):
-
-    sender -> receiver:  one line of JSON: {"tensors": [{"hash", "size"}...]}   what it will send
-    receiver -> sender:  one line of JSON: {"ready": true}
-    sender -> receiver:  each tensor's bytes, in that order
-    receiver -> sender:  one line of JSON: {"stored": [hash...], "failed": {hash: reason}}
+and which worker each goes to under a fit plan (the same placement llama.cpp makes). The master fills a worker's cache
+through the worker's own RPC server (rpc_protocol.CacheStager), which writes each file as it would in a load.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 HASH_THRESHOLD = 10 * 1024 * 1024  # ggml-rpc.cpp: tensors over this size travel by hash
@@ -78,18 +72,31 @@ def assign(tensors, plan):
     return shares
 
 
-def read_line(sock, limit=64 << 20):
-    """One newline-terminated JSON object from a socket. The peers take turns, so nothing follows it yet."""
-    data = b""
-    while not data.endswith(b"\n"):
-        if len(data) > limit:
-            raise ValueError("a staging message longer than %d bytes: not a staging peer" % limit)
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the peer closed the connection (after %d bytes of a message)" % len(data))
-        data += chunk
-    return json.loads(data.decode("utf-8"))
+def staging_sends(request, reports, everything=False):
+    """What the master sends each worker before a first load.
 
+    request: {endpoint: [tensor, each with "hash" and "size"]}, the tensors each worker's cache must hold
+    (rpc_master_cache_request); reports: {endpoint: {"checked": [hash], "missing": [{"hash", "size"}], "fits",
+    "free_bytes", "needed_bytes"}}, what each worker's cache check found (rpc_worker_cache), valid only for the request
+    it checked. With everything, the caches are known empty: every tensor of every share is sent.
 
-def send_line(sock, message):
-    sock.sendall(json.dumps(message).encode("utf-8") + b"\n")
+    Returns {"sends": [{"endpoint", "hashes"}], "unchecked": [endpoint] (a share that no check of this request covers:
+    nothing is sent there), "short": [{"endpoint", "free_bytes", "needed_bytes"}] (a cache too small for what it
+    lacks)}."""
+    sends, unchecked, short = [], [], []
+    for endpoint in sorted(request):
+        share = request[endpoint]
+        if not share:
+            continue
+        if everything:
+            sends.append({"endpoint": endpoint, "hashes": [tensor["hash"] for tensor in share]})
+            continue
+        report = (reports or {}).get(endpoint)
+        if not report or sorted(report.get("checked", [])) != sorted(tensor["hash"] for tensor in share):
+            unchecked.append(endpoint)
+            continue
+        if not report["fits"]:
+            short.append({"endpoint": endpoint, "free_bytes": report["free_bytes"], "needed_bytes": report["needed_bytes"]})
+        elif report["missing"]:
+            sends.append({"endpoint": endpoint, "hashes": [item["hash"] for item in report["missing"]]})
+    return {"sends": sends, "unchecked": unchecked, "short": short}

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: rpc_tensor_cache
-short_description: Check, prune and fill a llama.cpp RPC worker's tensor cache
+short_description: Check and prune a llama.cpp RPC worker's tensor cache, and say what it lacks
 version_added: 0.1.0
 description:
   - Runs on an RPC worker. Its tensor cache (C(-c)) holds weight tensors as files named by the FNV-1a 64 hash of
@@ -19,11 +19,8 @@ description:
     their name (truncated, altered), so a later load fetches them again. A file verified before and not touched since
     (same inode, size, modification and change time) is not hashed again.
   - With O(prune), removes cache files that are neither in O(wanted) nor in O(keep), and half-written ones.
-  - Returns what is missing. With O(receive), listens on that address and port for one sender
-    (M(graviton.llama_rpc.rpc_tensor_send) on the master) and stores the missing tensors it sends, each through a
-    temporary file that is synced, hashed and renamed to its name only when its bytes have that hash (a cache never
-    holds a half-written or wrong file; a full disk leaves nothing behind). The worker's own service must be stopped
-    while it listens on the worker's port.
+  - Returns what is missing, and whether it fits in the cache's free space. The master fills it through the worker's
+    own RPC server (M(graviton.llama_rpc.rpc_tensor_send)), which names each file by the hash of its bytes.
 author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
@@ -59,15 +56,10 @@ options:
     description: Hash the wanted files that are there and remove those that do not match their name.
     type: bool
     default: true
-  receive:
-    description:
-      - Listen for the missing tensors, as C(address), C(port) and C(timeout) (seconds, default 600, for the sender to
-        connect and for each read).
-    type: dict
 attributes:
   check_mode:
     support: full
-    details: Reports what it would remove; never listens.
+    details: Reports what it would remove.
   diff_mode:
     support: none
   platform:
@@ -111,28 +103,17 @@ fits:
   description: Whether the missing tensors fit in the free space.
   returned: always
   type: bool
-stored:
-  description: With O(receive), the tensors stored.
-  returned: when received
-  type: list
-  elements: str
-not_stored:
-  description: With O(receive), the tensors not stored, with why (not C(failed), which is Ansible's own key).
-  returned: when received
-  type: dict
 """
 
 import json
 import os
 import pwd
-import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import CACHE_NAME, read_line, send_line
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import CACHE_NAME
 
 RECORD = ".verified.json"  # what was verified, and the file state it was verified in
-COPY_CHUNK = 8 << 20
 
 
 def file_state(stat):
@@ -170,78 +151,6 @@ def ensure_dir(module, path, owner):
     return changed, account
 
 
-def store(module, connection, params, name, size, account, buffer):
-    """One tensor from the connection into the cache: a temporary file, synced, hashed with the tool, and renamed
-    to its name only when its bytes have that hash. Returns None, or why it was not stored."""
-    directory = params["dir"]
-    partial = os.path.join(directory, ".%s.partial" % name)
-    view, left, why = memoryview(buffer), size, None
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        while left:
-            got = connection.recv_into(view, min(left, COPY_CHUNK))
-            if not got:
-                raise ConnectionError("the sender closed the connection %d bytes before the end of %s" % (left, name))
-            left -= got
-            if why is None:
-                try:
-                    os.write(descriptor, view[:got])
-                except OSError as error:  # a full disk: the rest of this tensor is still read off the wire
-                    why = "cannot write %s (%s): free space in %s" % (name, error.strerror, directory)
-        if why is None:
-            os.fsync(descriptor)
-    except BaseException:
-        os.close(descriptor)
-        os.unlink(partial)
-        raise
-    os.close(descriptor)
-    if why is None:
-        actual = hash_file(module, params["tool"], partial)
-        if actual != name:
-            why = "the bytes received for %s hash to %s" % (name, actual)
-    if why is not None:
-        os.unlink(partial)
-        return why
-    os.chown(partial, account.pw_uid, account.pw_gid)
-    os.rename(partial, os.path.join(directory, name))
-    return None
-
-
-def receive(module, params, missing, account):
-    """Accept one sender and store what it sends of `missing`."""
-    options = params["receive"]
-    timeout = float(options.get("timeout") or 600)
-    expected = {item["hash"]: int(item["size"]) for item in missing}
-    stored, failed = [], {}
-    family = socket.AF_INET6 if ":" in options["address"] else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as server:
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind((options["address"], int(options["port"])))
-        server.listen(1)
-        server.settimeout(timeout)
-        try:
-            connection, _peer = server.accept()
-        except socket.timeout:
-            module.fail_json(msg="no sender connected to %s:%s within %ds" % (options["address"], options["port"], timeout))
-        with connection:
-            connection.settimeout(timeout)
-            announced = read_line(connection)["tensors"]
-            unexpected = [item["hash"] for item in announced if expected.get(item["hash"]) != int(item["size"])]
-            if unexpected:
-                send_line(connection, {"ready": False, "unexpected": unexpected})
-                module.fail_json(msg="the sender offered tensors this worker does not want: %s" % ", ".join(unexpected))
-            send_line(connection, {"ready": True})
-            buffer = bytearray(COPY_CHUNK)
-            for item in announced:
-                why = store(module, connection, params, item["hash"], int(item["size"]), account, buffer)
-                if why is None:
-                    stored.append(item["hash"])
-                else:
-                    failed[item["hash"]] = why
-            send_line(connection, {"stored": stored, "failed": failed})
-    return stored, failed
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -252,7 +161,6 @@ def main():
             keep=dict(type="list", elements="str", default=[]),
             prune=dict(type="bool", default=True),
             verify=dict(type="bool", default=True),
-            receive=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -272,7 +180,7 @@ def main():
     if not os.access(params["tool"], os.X_OK) and not module.check_mode:
         module.fail_json(msg="%s is not there: run the llama_build role on this host first" % params["tool"])
 
-    changed, account = ensure_dir(module, params["dir"], params["owner"])
+    changed = ensure_dir(module, params["dir"], params["owner"])[0]
     directory = params["dir"]
     record_path = os.path.join(directory, RECORD)
     try:
@@ -321,23 +229,6 @@ def main():
     result = dict(missing=missing, present_bytes=present_bytes, removed=removed, free_bytes=stat.f_bavail * stat.f_frsize,
                   needed_bytes=sum(item["size"] for item in missing))
     result["fits"] = result["needed_bytes"] <= result["free_bytes"]
-    if params["receive"] and missing and not module.check_mode:
-        if not result["fits"]:
-            module.fail_json(msg="the cache %s has %d bytes free and the missing tensors take %d: free space there"
-                             % (directory, result["free_bytes"], result["needed_bytes"]), **result)
-        try:
-            stored, not_stored = receive(module, params, missing, account)
-        except (OSError, ValueError) as error:  # ConnectionError and socket.timeout are OSErrors
-            module.fail_json(msg="receiving the tensors on %s:%s failed: %s" % (
-                params["receive"]["address"], params["receive"]["port"], error), **result)
-        result.update(stored=stored, not_stored=not_stored)
-        changed = changed or bool(stored)
-        if stored:  # each was hashed as it was stored: the next check need not read it again
-            new_record.update((name, file_state(os.stat(os.path.join(directory, name)))) for name in stored)
-            write_record(record_path, new_record)
-        if not_stored:
-            module.fail_json(msg="%d tensors were not stored: %s" % (len(not_stored), "; ".join(
-                "%s: %s" % item for item in sorted(not_stored.items()))), changed=changed, **result)
     module.exit_json(changed=changed, **result)
 
 

@@ -8,13 +8,17 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: rpc_tensor_send
-short_description: Send a model's tensors from the master into the RPC workers' tensor caches, all workers at once
+short_description: Fill the RPC workers' tensor caches with a model's tensors from the master, all workers at once
 version_added: 0.1.0
 description:
-  - Runs on the master. For each worker, connects to the receiver M(graviton.llama_rpc.rpc_tensor_cache) listens with,
-    says which tensors it sends, and streams them straight from the model's files (C(sendfile), no copy through Python),
-    one connection per worker, all workers in parallel.
-  - The worker stores each tensor only when its bytes hash to its name, so a cache is never filled with wrong bytes.
+  - Runs on the master. For each worker, connects to its RPC server (started with C(-c)) and sends it the tensors it
+    lacks the way a load sends a tensor the worker has not cached (a C(SET_TENSOR) with the cache flag), streamed
+    straight from the model's files (C(sendfile), no copy through Python), one connection per worker, all workers in
+    parallel. The worker writes each cache file itself, named by the hash of the bytes it received.
+  - Each tensor is then asked back by the name the master expects (C(SET_TENSOR_HASH)); a tensor the worker does not
+    find under that name fails the module, by worker and name.
+  - The worker's RPC server serves one client at a time, so stop whatever holds it (llama-server) first. The worker
+    holds one buffer of the largest tensor's size, and the tensor it receives, while this runs.
   - Returns the bytes and seconds per worker and in all, so the staging rate can be set against the raw network rate.
 author:
   - graviton.llama_rpc developers (@graviton)
@@ -34,12 +38,12 @@ options:
     required: true
   workers:
     description:
-      - Per worker, C(endpoint) (C(host:port), where its receiver listens) and C(hashes), the tensors to send it.
+      - Per worker, C(endpoint) (C(host:port), its RPC server) and C(hashes), the tensors to send it.
     type: list
     elements: dict
     required: true
   timeout:
-    description: Seconds to wait for a receiver to answer (it may still be starting), and for each read.
+    description: Seconds to wait for a worker to answer (it may still be starting), and for each command.
     type: int
     default: 120
 attributes:
@@ -79,24 +83,22 @@ seconds:
 """
 
 import os
-import socket
 import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import parse_endpoint
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import read_line, send_line
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import REFUSED, CacheStager, ProbeError
 
 
-def connect(host, port, timeout):
-    """The receiver starts while this runs: retry a refused connection until the timeout."""
+def connect(endpoint, timeout):
+    """A worker that has just (re)started may not listen yet: retry a refused connection until the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return socket.create_connection((host, port), timeout=timeout)
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline:
+            return CacheStager(endpoint, timeout)
+        except ProbeError as error:
+            if error.state != REFUSED or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 
@@ -104,35 +106,31 @@ def connect(host, port, timeout):
 def send_one(model, worker, timeout, results):
     started = time.monotonic()
     outcome = {"endpoint": worker["endpoint"], "bytes": 0, "stored": 0}
+    files = {}
     try:
-        host, port = parse_endpoint(worker["endpoint"])
-        tensors = [{"hash": item["hash"], "size": int(item["size"])} for item in worker["tensors"]]
-        files = {}
-        with connect(host, port, timeout) as sock:
-            sock.settimeout(timeout)
-            send_line(sock, {"tensors": tensors})
-            answer = read_line(sock)
-            if not answer.get("ready"):
-                raise RuntimeError("the receiver refused: %s" % answer)
-            try:
-                for item in worker["tensors"]:
-                    path = item.get("path") or model
-                    if path not in files:
-                        files[path] = open(path, "rb")
-                    # socket.sendfile: the kernel copies from the file to the socket (and it honours the timeout)
-                    sent = sock.sendfile(files[path], offset=int(item["offset"]), count=int(item["size"]))
-                    if sent != int(item["size"]):
-                        raise RuntimeError("%s ends inside tensor %s" % (path, item["hash"]))
-                    outcome["bytes"] += sent
-            finally:
-                for handle in files.values():
-                    handle.close()
-            report = read_line(sock)
-        outcome["stored"] = len(report.get("stored", []))
-        if report.get("failed"):
-            outcome["error"] = "not stored: " + "; ".join("%s: %s" % item for item in sorted(report["failed"].items()))
-    except (OSError, ValueError, RuntimeError) as error:
+        stager = connect(worker["endpoint"], timeout)
+        try:
+            stager.allocate(max(int(item["size"]) for item in worker["tensors"]))
+            lost = []
+            for item in worker["tensors"]:
+                path = item.get("path") or model
+                if path not in files:
+                    files[path] = open(path, "rb")
+                if stager.stage(files[path], int(item["offset"]), int(item["size"]), item["hash"]):
+                    outcome["stored"] += 1
+                else:
+                    lost.append(item["hash"])
+                outcome["bytes"] += int(item["size"])
+            if lost:
+                outcome["error"] = ("the worker does not find %d of the tensors sent under their names (%s): is its cache "
+                                    "directory writable and its disk not full? Read its journal" % (len(lost), ", ".join(lost[:5])))
+        finally:
+            stager.close()
+    except (OSError, ValueError, ProbeError) as error:
         outcome["error"] = str(error)
+    finally:
+        for handle in files.values():
+            handle.close()
     outcome["seconds"] = round(time.monotonic() - started, 3)
     results.append(outcome)
 
@@ -156,6 +154,8 @@ def main():
         unknown = [name for name in worker["hashes"] if name not in by_hash]
         if unknown:
             module.fail_json(msg="%s: no tensor of the model has the hash %s" % (worker["endpoint"], ", ".join(unknown)))
+        if not worker["hashes"]:
+            continue
         # in file order: the model is read front to back, part after part
         tensors = sorted((by_hash[name] for name in worker["hashes"]),
                          key=lambda tensor: (tensor.get("path") or "", int(tensor["offset"])))

@@ -159,18 +159,13 @@ def disk_write_rate(directory, megabytes=1024):
     return rate
 
 
-def stage(model, tool, cache, work):
-    """rpc_master's staging of one worker's cache, with the collection's modules; returns the staging's seconds."""
+def stage(model, tool, endpoint, work):
+    """rpc_master's staging of one worker's cache, through the worker's rpc-server, with the collection's modules;
+    returns the staging's seconds."""
     manifest = module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(work / "manifest.json")}, work)
-    owner = __import__("pwd").getpwuid(os.getuid()).pw_name
-    wanted = [{"hash": t["hash"], "size": t["size"]} for t in manifest["tensors"]]
-    port = llama_cpp.free_port()
-    receiver = start_module("rpc_tensor_cache", {"dir": str(cache), "owner": owner, "tool": tool, "wanted": wanted,
-                                                 "receive": {"address": "127.0.0.1", "port": port, "timeout": 600}}, work)
     sent = module("rpc_tensor_send", {"model": str(model), "tensors": manifest["tensors"],
-                                      "workers": [{"endpoint": f"127.0.0.1:{port}", "hashes": [t["hash"] for t in wanted]}]},
+                                      "workers": [{"endpoint": endpoint, "hashes": [t["hash"] for t in manifest["tensors"]]}]},
                   work)
-    receiver.communicate(timeout=900)
     return sent["seconds"]
 
 
@@ -234,8 +229,8 @@ def main():
             measured["cold"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
             stored["cold"] = worker.saved()
         subprocess.run(["rm", "-rf", str(work / "cold")], check=True)
-        staging_s = stage(model, tool, work / "staged" / "rpc", work)
         with Worker(bin_dir, work / "staged") as worker:
+            staging_s = stage(model, tool, f"127.0.0.1:{worker.port}", work)
             for state in ("staged", "warm"):
                 before = worker.saved()
                 measured[state] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000

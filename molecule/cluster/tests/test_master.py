@@ -364,7 +364,7 @@ def test_a_damaged_cache_is_found_by_the_guard_or_the_next_deploy_and_repaired(h
     finally:
         worker(first).check_output(f"systemctl start {GUARD_UNIT}")
     assert removed_by_guard and f"Removed the tensor cache file {altered}" in journal, journal[-2000:]
-    printed = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Check each worker's cache (bytes against "
+    printed = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_worker : Check each instance's tensor cache (bytes against "
                                                  "names, files of other models) and find what it lacks")
     assert printed.count("changed: [") == 1, printed
     for name, cache_file in ((first, truncated), (second, altered)):

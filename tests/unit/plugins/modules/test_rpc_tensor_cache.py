@@ -1,7 +1,7 @@
-"""Staged tensor caches on loopback, with real parts: the C helper the llama_build role compiles into every build,
-a real GGUF file, the worker-side module receiving in its own process and the master-side module sending to it.
-Checks the names against llama.cpp's hash (FNV-1a 64, here in Python over small ranges), the share of each worker
-under a plan, a cache that is re-checked (a truncated and an altered file are removed and sent again) and pruned."""
+"""The worker's tensor cache check, with real parts: the C helper the llama_build role compiles into every build and a
+real GGUF file. Checks the names against llama.cpp's hash (FNV-1a 64, here in Python over small ranges), the share of
+each worker under a plan, and a cache that is re-checked (a truncated and an altered file are removed) and pruned.
+Filling a cache through a real rpc-server is tests/integration/test_rpc_staging.py."""
 
 import json
 import os
@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, tensor_cache
-from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes, rpc_tensor_cache, rpc_tensor_send
+from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes, rpc_tensor_cache
 
-from tests.tools import llama_cpp, tiny_model
-from tests.tools.collection import start_module
+from tests.tools import tiny_model
 from tests.unit.plugins.module_runner import run_module
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -71,16 +70,22 @@ def test_hashed_tensors_and_each_workers_share(model):
                                       "master": {"name": "master", "layers": [], "output": False}})
 
 
-def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
+def fill(cache, model, tensors):
+    """Each tensor's bytes from the model file into <cache>/<hash>, as the worker's rpc-server writes them."""
+    with open(model, "rb") as handle:
+        for tensor in tensors:
+            handle.seek(tensor["offset"])
+            (cache / tensor["hash"]).write_bytes(handle.read(tensor["size"]))
+
+
+def test_check_replace_and_prune(tool, model, tmp_path, capsys):
     hashes = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"))
     assert hashes["changed"] and len(hashes["tensors"]) == 6 and hashes["hash_rate"] > 0
     again = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"))
     assert not again["changed"] and again["seconds"] == 0 and again["tensors"] == hashes["tensors"]
-    with open(model, "rb") as handle:  # the name is llama.cpp's hash of the bytes (checked on a small tensor's worth)
-        first = hashes["tensors"][0]
-        handle.seek(first["offset"])
-        assert subprocess.run([tool, "hash", str(model), str(first["offset"]), str(first["size"])], capture_output=True,
-                              text=True, check=True).stdout.split()[0] == first["hash"]
+    first = hashes["tensors"][0]  # the name is llama.cpp's hash of the bytes at the offset
+    assert subprocess.run([tool, "hash", str(model), str(first["offset"]), str(first["size"])], capture_output=True,
+                          text=True, check=True).stdout.split()[0] == first["hash"]
 
     cache = tmp_path / "instance" / "rpc"
     stranger = cache / ("%016x" % 0x1234)  # a file of a model the cluster no longer serves
@@ -91,26 +96,13 @@ def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
     checked = run_module(rpc_tensor_cache.main, capsys, **common)
     assert [removed["why"] for removed in checked["removed"]] == ["unused"] and not stranger.exists()
     assert len(checked["missing"]) == 6 and checked["fits"] and oct(cache.stat().st_mode & 0o777) == "0o700"
+    assert checked["needed_bytes"] == sum(t["size"] for t in hashes["tensors"])
 
-    def stage(missing):
-        port = llama_cpp.free_port()
-        process = start_module("rpc_tensor_cache", dict(common, wanted=missing, verify=False, prune=False,
-                                                        receive={"address": "127.0.0.1", "port": port, "timeout": 60}),
-                               tmp_path)
-        sent = run_module(rpc_tensor_send.main, capsys, model=str(model), tensors=hashes["tensors"],
-                          workers=[{"endpoint": f"127.0.0.1:{port}", "hashes": [item["hash"] for item in missing]}])
-        received = json.loads(process.communicate(timeout=60)[0])
-        return sent, received
-
-    sent, received = stage(checked["missing"])
-    assert not sent.get("failed") and sent["bytes"] == sum(t["size"] for t in hashes["tensors"]), sent
-    assert sorted(received["stored"]) == sorted(item["hash"] for item in wanted), received
-    with capsys.disabled():
-        print(f"staging over loopback: {sent['bytes'] / 1e6:.0f} MB in {sent['seconds']:.2f} s ({sent['mbit_per_s']} Mbit/s)")
-
-    # Hashed as they were stored: recorded as verified, so the next check reads none of them again.
+    fill(cache, model, hashes["tensors"])
+    filled = run_module(rpc_tensor_cache.main, capsys, **common)
+    assert filled["missing"] == [] and filled["present_bytes"] == checked["needed_bytes"]
+    # Verified once: recorded, so the next check reads none of them again.
     assert sorted(json.loads((cache / ".verified.json").read_text())) == sorted(item["hash"] for item in wanted)
-    assert run_module(rpc_tensor_cache.main, capsys, **common)["missing"] == []
     assert not run_module(rpc_tensor_cache.main, capsys, **common)["changed"], "a re-check changes nothing"
 
     truncated, altered = cache / wanted[0]["hash"], cache / wanted[1]["hash"]
@@ -123,31 +115,41 @@ def test_stage_check_replace_and_prune(tool, model, tmp_path, capsys):
     assert sorted((r["name"], r["why"]) for r in rechecked["removed"]) == sorted(
         [(wanted[0]["hash"], "mismatch"), (wanted[1]["hash"], "mismatch")])
     assert sorted(item["hash"] for item in rechecked["missing"]) == sorted([wanted[0]["hash"], wanted[1]["hash"]])
-    _sent, received = stage(rechecked["missing"])
-    assert len(received["stored"]) == 2
-    # Hashed as they were stored: recorded as verified, so the next check reads none of them again.
-    assert sorted(json.loads((cache / ".verified.json").read_text())) == sorted(item["hash"] for item in wanted)
-    assert run_module(rpc_tensor_cache.main, capsys, **common)["missing"] == []
+
+    # keep: the files of another model the cluster serves stay, unlooked-at; prune false keeps every file
+    other = cache / ("%016x" % 0x5678)
+    other.write_bytes(b"another served model")
+    kept = run_module(rpc_tensor_cache.main, capsys, **dict(common, keep=[other.name]))
+    assert other.exists() and not kept["removed"]
+    unpruned = run_module(rpc_tensor_cache.main, capsys, **dict(common, prune=False) | {"wanted": wanted[:1]})
+    assert other.exists() and not unpruned["removed"] and (cache / wanted[2]["hash"]).exists()
 
 
-def test_a_receiver_refuses_what_it_did_not_ask_for(tool, model, tmp_path, capsys):
-    hashes = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"))
-    cache = tmp_path / "rpc"
-    port = llama_cpp.free_port()
-    process = start_module("rpc_tensor_cache", dict(dir=str(cache), owner=OWNER, tool=tool, wanted=[hashes["tensors"][0]],
-                                                    verify=False, prune=False,
-                                                    receive={"address": "127.0.0.1", "port": port, "timeout": 30}),
-                           tmp_path)
-    sent = run_module(rpc_tensor_send.main, capsys, model=str(model), tensors=hashes["tensors"],
-                      workers=[{"endpoint": f"127.0.0.1:{port}", "hashes": [hashes["tensors"][1]["hash"]]}])
-    received = json.loads(process.communicate(timeout=60)[0])
-    assert sent["failed"] and "refused" in sent["msg"] and received["failed"]
-    assert "does not want" in received["msg"] and not any(cache.iterdir())
-
-
-def test_a_cache_too_small_for_its_share_is_refused_before_anything_is_received(tool, tmp_path, capsys):
+def test_a_cache_too_small_for_its_share_says_so(tool, tmp_path, capsys):
     result = run_module(rpc_tensor_cache.main, capsys, dir=str(tmp_path / "rpc"), owner=OWNER, tool=tool,
-                        wanted=[{"hash": "0123456789abcdef", "size": 1 << 60}],
-                        receive={"address": "127.0.0.1", "port": llama_cpp.free_port(), "timeout": 5})
-    assert result["failed"] and result["fits"] is False and "free space there" in result["msg"]
+                        wanted=[{"hash": "0123456789abcdef", "size": 1 << 60}])
+    assert result["fits"] is False and result["needed_bytes"] == 1 << 60 and result["free_bytes"] < 1 << 60
     assert list((tmp_path / "rpc").iterdir()) == []
+
+
+def test_what_the_master_sends_follows_each_workers_check_of_this_plan():
+    a, b, c, d = ("%016x" % n for n in range(1, 5))
+    request = {"w1:1": [{"hash": a, "size": 10}, {"hash": b, "size": 20}], "w2:1": [{"hash": c, "size": 30}],
+               "w3:1": [{"hash": d, "size": 40}], "w4:1": []}
+    reports = {
+        "w1:1": {"checked": [b, a], "missing": [{"hash": b, "size": 20}], "fits": True, "free_bytes": 99, "needed_bytes": 20},
+        # a check of another plan (the worker's share changed since): it says nothing about this one
+        "w2:1": {"checked": [d], "missing": [], "fits": True, "free_bytes": 99, "needed_bytes": 0},
+        "w3:1": {"checked": [d], "missing": [{"hash": d, "size": 40}], "fits": False, "free_bytes": 5, "needed_bytes": 40},
+    }
+    assert tensor_cache.staging_sends(request, reports) == {
+        "sends": [{"endpoint": "w1:1", "hashes": [b]}], "unchecked": ["w2:1"],
+        "short": [{"endpoint": "w3:1", "free_bytes": 5, "needed_bytes": 40}]}
+    # nothing checked (the role run alone): nothing sent, every share with tensors named
+    assert tensor_cache.staging_sends(request, {}) == {"sends": [], "unchecked": ["w1:1", "w2:1", "w3:1"], "short": []}
+    # caches known empty (the benchmark emptied them): every share whole
+    assert tensor_cache.staging_sends(request, {}, everything=True)["sends"] == [
+        {"endpoint": "w1:1", "hashes": [a, b]}, {"endpoint": "w2:1", "hashes": [c]}, {"endpoint": "w3:1", "hashes": [d]}]
+    # all present: nothing to send
+    whole = {"w1:1": dict(reports["w1:1"], missing=[], needed_bytes=0)}
+    assert tensor_cache.staging_sends({"w1:1": request["w1:1"]}, whole)["sends"] == []
