@@ -179,3 +179,38 @@ def test_the_region_is_given_once_to_every_aws_module():
                 given.append(f"{path.name}: {task.get('name')}")
     assert not given, f"tasks that set the region themselves: {given}"
     assert len(aws_tasks(yaml.safe_load((ROOT / "roles" / "aws_infra" / "tasks" / "network.yml").read_text()))) > 5
+
+
+def documented_plugins():
+    """{(kind, name): version_added} of every module, filter and lookup the collection ships."""
+    found = {}
+    for kind, directory in (("modules", "modules"), ("filter", "filter"), ("lookup", "lookup")):
+        for path in sorted((ROOT / "plugins" / directory).glob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            text = path.read_text()
+            documentation = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+            found[(kind, path.stem)] = str(documentation.get("version_added"))
+    return found
+
+
+def test_the_first_release_lists_every_plugin_and_no_plugin_claims_a_later_one():
+    """The changelog's releases name every plugin once, in the release its version_added says, and no version_added
+    or migration names a version after galaxy.yml's."""
+    releases = yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text())["releases"]
+    listed = {}
+    for version, release in releases.items():
+        for module in release.get("modules", []):
+            listed[("modules", module["name"])] = version
+        for kind, plugins in release.get("plugins", {}).items():
+            for plugin in plugins:
+                listed[(kind, plugin["name"])] = version
+    shipped = documented_plugins()
+    assert listed == shipped, {key: (listed.get(key), shipped.get(key)) for key in set(listed) | set(shipped)
+                               if listed.get(key) != shipped.get(key)}
+    newest = LooseVersion(GALAXY["version"])
+    assert all(LooseVersion(version) <= newest for version in shipped.values())
+    later = [str(path.relative_to(ROOT)) for path in (ROOT / "roles").glob("*/*/*.yml")
+             if re.search(r"before (\d+\.\d+\.\d+)", path.read_text())
+             and any(LooseVersion(v) > newest for v in re.findall(r"before (\d+\.\d+\.\d+)", path.read_text()))]
+    assert not later, f"migrations from a version after {newest}: {later}"
