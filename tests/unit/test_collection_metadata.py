@@ -99,14 +99,22 @@ def test_role_docs_markup(markup, expected):
     assert role_docs.markdown(markup) == expected
 
 
+def main_steps(role, tasks_file="main.yml"):
+    """The steps of a role's tasks/main.yml, those inside a block (aws_infra's, for its module_defaults) and those of an
+    untagged import (rpc_master's plan.yml and serve.yml, its entry points for deploy.yml) included."""
+    steps = yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text())
+    found = []
+    for step in (inner for step in steps for inner in (step["block"] if "block" in step else [step])):
+        imported = step.get("ansible.builtin.import_tasks")
+        if imported and not step.get("tags") and not str(imported).startswith(CHECKS):
+            found += main_steps(role, imported)
+        else:
+            found.append(step)
+    return found
+
+
 TAGGED_ROLES = [role for role in ROLES if (ROOT / "roles" / role / "tasks" / "main.yml").is_file()
-                and "tags:" in (ROOT / "roles" / role / "tasks" / "main.yml").read_text()]
-
-
-def main_steps(role):
-    """The steps of a role's tasks/main.yml, those inside a block (aws_infra's, for its module_defaults) included."""
-    steps = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
-    return [inner for step in steps for inner in (step["block"] if "block" in step else [step])]
+                and any(step.get("tags") for step in main_steps(role))]
 
 
 @pytest.mark.parametrize("role", TAGGED_ROLES)
