@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-clean bench build docs bench-build bench-faults bench-first-load bench-load bench-master bench-tunnel constraints clean
+.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-tunnel constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ docs: ## Rewrite the variable tables in the role READMEs from meta/argument_spec
 
 bench-first-load: ## Benchmark the first load on the local cluster: cold vs staged vs warm, each split into its parts
 	@bash demo/demo.sh first-load
+
+families: ## Each architecture family's small model deployed with deploy.yml on the local cluster, fully and partly offloaded: plan vs llama.cpp's buffers, tokens vs the master alone
+	@bash demo/demo.sh families
 
 bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts vs 1, re-run vs first run
 	@bash tests/bench/run.sh tests.bench.build_once

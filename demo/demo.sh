@@ -68,6 +68,16 @@ case "${1:-up}" in
       ${previous:+-e bench_compare_with="$previous"} | tee "$demo_dir/bench.log"
     say "make bench: results in $demo_dir/bench (chart: $(newest "$demo_dir/bench" 'bench-*.png'))"
     ;;
+  families)
+    # make families: each architecture family's small model deployed with deploy.yml, fully and partly offloaded;
+    # the plan against llama.cpp's buffers, the tokens against the master alone (demo/families.py). Then the demo
+    # model is deployed again.
+    docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
+    vars_file="$demo_dir/secret-vars.json"
+    restore_demo() { ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" >"$demo_dir/families-restore.log"; }
+    trap restore_demo EXIT
+    PYTHONPATH="$ANSIBLE_COLLECTIONS_PATH${PYTHONPATH:+:$PYTHONPATH}" python -m demo.families "$demo_dir" "$vars_file"
+    ;;
   first-load)
     # make bench-first-load: the local cluster deployed with a model whose weights, like a 70B's, are nearly all in
     # tensors over 10 MiB; bench.yml's loads cold, staged and warm; then the demo model is deployed again.
@@ -139,5 +149,5 @@ PY
     python -m demo.cluster down
     say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: demo/demo.sh up|bench|first-load|tunnel|faults|down" ;;
+  *) die "usage: demo/demo.sh up|bench|families|first-load|tunnel|faults|down" ;;
 esac

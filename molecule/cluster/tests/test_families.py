@@ -22,7 +22,7 @@ import testinfra.utils.ansible_runner
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
-from tests.tools import collection, model_shapes  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools import collection, model_shapes, plan_check  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log  # noqa: E402  pylint: disable=wrong-import-position
@@ -30,7 +30,6 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_lo
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("cluster_a_master")
-MIB = 1 << 20
 CONTEXT = 1024
 PROMPT = "Once upon a time"
 FAMILIES = sorted(model_shapes.SMALL)
@@ -91,25 +90,9 @@ def plan(host, bin_dir, arch, probed):
 
 
 def set_against(planned, log, arch, layout):
-    """The plan's figures per node against llama.cpp's logged buffers; prints them."""
-    logged = llama_log.buffers(log)
-    master_devices = [device for device in logged if device.startswith("CPU")]
-    for node in planned["workers"] + [planned["master"]]:
-        if node["name"] == "master":
-            seen = {kind: sum(logged[device].get(kind, 0) for device in master_devices) for kind in ("model", "KV", "RS", "compute")}
-        else:
-            seen = logged.get(node["name"], {})
-        weights, caches, compute = seen.get("model", 0), seen.get("KV", 0) + seen.get("RS", 0), seen.get("compute", 0)
-        print(f"{arch:9s} {layout:7s} {node['name']:>18s}: weights {node['weights_bytes'] / MIB:8.2f} / {weights / MIB:8.2f} MiB,"
-              f" caches {node['kv_estimate_bytes'] / MIB:6.2f} / {caches / MIB:6.2f}, compute {node['compute_bytes'] / MIB:6.2f}"
-              f" / {compute / MIB:6.2f} (plan / llama.cpp)")
-        # the master's weights are llama.cpp's projection (it repacks some types for the CPU): whole MiB, rounded up
-        slack = 1.01 * MIB if node["name"] == "master" else 0.01 * MIB
-        assert abs(node["weights_bytes"] - weights) <= 0.01 * weights + slack, (arch, layout, node, seen)
-        assert abs(node["kv_estimate_bytes"] - caches) <= 0.02 * caches + 0.01 * MIB, (arch, layout, node, seen)
-        # llama.cpp's projection rounds up to the MiB, and was seen 2 MiB above what the load then took on the output
-        # layer's worker of a model this small (10.08 MiB against 12): an absolute slack beside the 15%
-        assert compute <= node["compute_bytes"] <= 1.15 * compute + 2.5 * MIB, (arch, layout, node, seen)
+    """The plan's figures per node against llama.cpp's logged buffers (tests/tools/plan_check.py); prints them."""
+    problems = plan_check.compare(planned, llama_log.buffers(log), f"{arch} {layout}")
+    assert not problems, problems
 
 
 @pytest.mark.parametrize("arch", FAMILIES)
