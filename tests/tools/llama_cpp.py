@@ -5,6 +5,7 @@ The source is the pinned archive from tests/bed/env.sh; builds and the compiler 
 LLAMA_RPC_BUILD_CACHE, so a re-run compiles nothing that did not change.
 """
 
+import fcntl
 import gzip
 import hashlib
 import io
@@ -102,6 +103,16 @@ def role_build(work_dir):
 
     artifacts = BUILD_CACHE / "artifacts"
     compiler_cache = {str(BUILD_CACHE / "ccache-bookworm"): {"bind": "/var/cache/llama.cpp/ccache", "mode": "rw"}}
+    BUILD_CACHE.mkdir(parents=True, exist_ok=True)
+    # make test's two pytest processes both ask for it: one container of that name, one compile. The second waits here
+    # and then finds the kept build (without the lock, its container replaced the first one's mid-compile, on a
+    # fresh machine: the first build was killed).
+    with open(BUILD_CACHE / "role-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _role_build_locked(work_dir, containers, artifacts, compiler_cache)
+
+
+def _role_build_locked(work_dir, containers, artifacts, compiler_cache):
     with containers.throwaway_host("llama-rpc-role-build", "llama-rpc-role-build", work_dir, compiler_cache) as (host, hosts):
         result = containers.run_playbook(hosts, ROOT / "tests" / "playbooks" / "llama_build.yml",
                                          dict(containers.archive_source_vars(), llama_build_controller_cache=str(artifacts)),
