@@ -148,7 +148,7 @@ def ensure_dir(module, path, owner):
                 if not module.check_mode:
                     os.chown(directory, account.pw_uid, account.pw_gid)
                     os.chmod(directory, 0o700)
-    return changed, account
+    return changed
 
 
 def main():
@@ -180,7 +180,7 @@ def main():
     if not os.access(params["tool"], os.X_OK) and not module.check_mode:
         module.fail_json(msg="%s is not there: run the llama_build role on this host first" % params["tool"])
 
-    changed = ensure_dir(module, params["dir"], params["owner"])[0]
+    changed = ensure_dir(module, params["dir"], params["owner"])
     directory = params["dir"]
     record_path = os.path.join(directory, RECORD)
     try:
