@@ -17,7 +17,9 @@ So, summed over the model:
     load = transfer + master + workers + small tensors + tensors x per-tensor cost
     (each hashed tensor's steps follow one another: measured so here, at 1 to 6 GB, on a hit and on a miss)
     master  = hashed bytes x (1 / read rate + 1 / hash rate), the read from its page cache or its disk; on a miss also
-              its copy of each tensor into a fresh message (hashed bytes / worker hit rate: the same work)
+              its copy of each tensor into a fresh message (hashed bytes / worker hit rate: the same work); and the
+              read of the weights it keeps itself (its layers, the output, the token embeddings: the loader maps
+              the whole file with MAP_POPULATE, src/llama-mmap.cpp); their repacking for its CPU is not modelled
     workers = hit:  hashed bytes / worker hit rate (+ / disk read rate when the cache files are not in its page cache)
               miss: hashed bytes x (1 / hash rate + 1 / worker store rate) + what write-back cannot hide / disk write rate
     transfer = bytes sent / the rate of one TCP flow
@@ -69,7 +71,7 @@ def figure(name):
     return FIGURES[name][0]
 
 
-def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, state):
+def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, state, master_bytes=0):
     """The first load of a model split across workers.
 
     model_bytes:  bytes of the weights that go to the workers
@@ -77,10 +79,12 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     tensors:      how many weight tensors go to the workers
     workers:      [{"bytes": share of model_bytes, "memory": RAM bytes, "disk_read": B/s, "disk_write": B/s,
                     "cache_in_memory": bool}] (cache_in_memory: its cache files are in its page cache)
-    master:       {"disk_read": B/s, "cached_bytes": bytes of the model in its page cache}
+    master:       {"disk_read": B/s, "cached_bytes": bytes of the model file in its page cache}
     network_rate: one TCP flow, B/s
     state:        "cold" (empty caches, workers with -c), "nocache" (workers without -c),
                   "staged" or "warm" (every hashed tensor is in the worker's cache)
+    master_bytes: bytes of the weights the master keeps (0 when every layer and the output go to the workers, but
+                  for the token embeddings)
 
     Returns {"seconds", "bound", "parts": {"master_read", "master_hash", "transfer", "workers", "per_tensor"},
              "bytes_sent"}.
@@ -96,9 +100,11 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
 
     # The master maps the model and reads each tensor whole, then hashes it: what its page cache holds at memory speed,
     # the rest from its disk (the published 70B load, whose master read from gp3, is explained so).
-    in_memory = min(master.get("cached_bytes", 0), model_bytes) / float(model_bytes) if model_bytes else 1.0
+    file_bytes = model_bytes + master_bytes
+    in_memory = min(master.get("cached_bytes", 0), file_bytes) / float(file_bytes) if file_bytes else 1.0
     read_per_byte = in_memory / memory_rate + (1 - in_memory) / master["disk_read"]
-    master_read = model_bytes * read_per_byte
+    master_own = master_bytes * read_per_byte
+    master_read = model_bytes * read_per_byte + master_own
     master_hash = hashed_bytes / hash_rate
     master_hashed = hashed_bytes * read_per_byte + master_hash
     master_unhashed = unhashed * read_per_byte
@@ -127,7 +133,7 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     per_tensor = tensors * figure("per_tensor_s")
     master_message = 0.0 if hit else hashed_bytes / hit_rate
     hashed_phase = master_hashed + master_message + worker_hashed
-    total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor
+    total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor + master_own
     parts = {"master_read": master_read, "master_hash": master_hash + master_message, "transfer": transfer,
              "workers": worker_hashed + worker_unhashed, "per_tensor": per_tensor}
     if transfer >= hashed_phase:
@@ -160,4 +166,5 @@ def for_plan(header, plan, tensors_by_worker, figures, state):
     hashed = sum(tensor["size"] for share in tensors_by_worker.values() for tensor in share)
     sent_tensors = sum(1 for tensor in header["tensors"] if not tensor["name"].startswith("token_embd"))
     master = {"disk_read": figures["master_disk_read"], "cached_bytes": figures.get("master_cached_bytes", 0)}
-    return predict(model_bytes, hashed, sent_tensors, workers, master, figures["network_rate"], state)
+    return predict(model_bytes, hashed, sent_tensors, workers, master, figures["network_rate"], state,
+                   master_bytes=plan["master"]["weights_bytes"])

@@ -16,7 +16,7 @@ def llama_70b_q4_0():
     token_embd = 128256 * 8192 * Q4_0
     sent = 37.2 * GIB - token_embd
     small = 80 * 2 * 8192 * 1024 * Q4_0 + 80 * 2 * 8192 * 4  # attn_k, attn_v, the norms
-    return sent, sent - small, 80 * 9 + 2
+    return sent, sent - small, 80 * 9 + 2, token_embd
 
 
 def gp3_worker(share, memory_gib=32, rate_mib=125):
@@ -26,9 +26,9 @@ def gp3_worker(share, memory_gib=32, rate_mib=125):
 def reference_70b(state="cold", network=load_time.figure("flow_rate")):
     """3 x c8g.4xlarge (32 GiB each), default gp3 (125 MiB/s), workers with -c, no placement group: the master's 32 GiB
     cannot keep the 37.2 GiB model in its page cache, so it reads it from its volume."""
-    sent, hashed, tensors = llama_70b_q4_0()
+    sent, hashed, tensors, token_embd = llama_70b_q4_0()
     return load_time.predict(sent, hashed, tensors, [gp3_worker(sent / 2)] * 2, {"disk_read": 125 * MIB, "cached_bytes": 0},
-                             network, state)
+                             network, state, master_bytes=token_embd)
 
 
 def test_the_reference_70b_load_is_explained_within_30_percent():
@@ -39,26 +39,37 @@ def test_the_reference_70b_load_is_explained_within_30_percent():
     assert predicted["bound"] == "the master's model read (its disk)"
 
 
+LOAD_405B_S = 1796.75  # how-to-3.md's log: "load time = 1796754.73 ms"
+
+
 def reference_405b(flow_gbps):
-    """Llama 3.1 405B Q4_0 (405.9e9 weights, about 228 GB) on 3 x c8g.16xlarge (128 GiB each): larger than any node's
-    page cache."""
-    sent = 405.9e9 * Q4_0
-    hashed = sent * 0.985
-    return load_time.predict(sent, hashed, 126 * 9 + 2, [gp3_worker(sent / 2, memory_gib=128)] * 2,
-                             {"disk_read": 125 * MIB, "cached_bytes": 0}, flow_gbps * 1e9 / 8, "cold")
+    """Llama 3.1 405B Q4_0 on 3 x c8g.16xlarge (128 GiB each), as the Arm learning path's own log shows it
+    (distributed-inference-with-llama-cpp, how-to-2.md and how-to-3.md): a 213.13 GiB file of 1,138 tensors, 126
+    layers of embedding 16384, feed-forward 53248 and 8 KV heads of 128; workers started without -c (`rpc-server -p
+    50052 -H 0.0.0.0 -t 64`). Its KV lines place 50 + 49 layers on the workers and 27 on the master's CPU (16 MiB each at
+    4,096 cells): the run was -ngl 99 (i_gpu_start = 126 - 99), so those 27 layers, the output and the token
+    embeddings stay on the master, which reads them from its volume with the rest (its default gp3 assumed: the guide
+    does not say)."""
+    layer = (2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248) * Q4_0
+    sent = 99 * layer
+    hashed = sent - 99 * 2 * 16384 * 1024 * Q4_0  # attn_k and attn_v, 9 MiB each, always travel
+    return load_time.predict(sent, hashed, 99 * 9, [gp3_worker(sent / 2, memory_gib=128)] * 2,
+                             {"disk_read": 125 * MIB, "cached_bytes": 0}, flow_gbps * 1e9 / 8, "nocache",
+                             master_bytes=213.13 * GIB - sent)
 
 
-@pytest.mark.xfail(strict=True, reason="the corrected model (each tensor's steps one after another, as measured here at 1 to "
-                   "6 GB) predicts 48 min against the 'about 30 min' reported for 405B, a figure whose text is not "
-                   "reachable from here; the 70B reference, whose log is published, is within 10%")
-def test_the_405b_load_reported_at_about_30_minutes():
-    """Whether that run used a placement group is not said. Inside one (10 Gbps per flow) the model should be within 30%
-    of the reported figure."""
+@pytest.mark.xfail(strict=True, reason="with the run's own setup (no -c, 27 layers on the master) the model, each "
+                   "tensor's steps one after another as measured here, is 32% (10 Gbps per flow) to 40% (5 Gbps) over "
+                   "the published 1,797 s. The master's read of the whole file from gp3 at its baseline is alone 1,746 s, 97% "
+                   "of it: either that run overlapped the hashing, copies and transfer with the read, which the loads "
+                   "measured here do not show, or its volume was faster than the baseline (the guide does not say)")
+def test_the_405b_load_is_explained_within_30_percent():
+    """Whether that run used a placement group is not said: both flows are tried."""
     inside, outside = reference_405b(10), reference_405b(5)
     for flow, predicted in ((10, inside), (5, outside)):
-        print(f"405B at {flow} Gbps per flow: predicted {predicted['seconds'] / 60:.1f} min against about 30 min "
-              f"({predicted['seconds'] / 1800:.2f}x), bound by {predicted['bound']}")
-    assert 0.7 <= inside["seconds"] / 1800 <= 1.3
+        print(f"405B at {flow} Gbps per flow: predicted {predicted['seconds']:.0f} s against {LOAD_405B_S} s published "
+              f"({predicted['seconds'] / LOAD_405B_S:.2f}x), bound by {predicted['bound']}: {predicted['parts']}")
+    assert 0.7 <= inside["seconds"] / LOAD_405B_S <= 1.3
     assert inside["bound"] == outside["bound"] == "the master's model read (its disk)"
 
 
@@ -67,11 +78,12 @@ def staged_70b(worker_caches_in_memory, master_cached=True):
     staging before the load), the workers' caches on gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps). With
     worker_caches_in_memory, workers whose page cache keeps their cache files beside their share of the weights
     (c8g.8xlarge workers, 64 GiB, for a 19 GB share each)."""
-    sent, hashed, tensors = llama_70b_q4_0()
+    sent, hashed, tensors, token_embd = llama_70b_q4_0()
     workers = [dict(gp3_worker(sent / 2, memory_gib=64 if worker_caches_in_memory else 32, rate_mib=1000),
                     cache_in_memory=worker_caches_in_memory)] * 2
-    master = {"disk_read": 1000 * MIB, "cached_bytes": sent if master_cached else 0}
-    return load_time.predict(sent, hashed, tensors, workers, master, load_time.figure("flow_rate_placement_group"), "staged")
+    master = {"disk_read": 1000 * MIB, "cached_bytes": sent + token_embd if master_cached else 0}
+    return load_time.predict(sent, hashed, tensors, workers, master, load_time.figure("flow_rate_placement_group"), "staged",
+                             master_bytes=token_embd)
 
 
 def test_the_70b_first_load_with_the_aws_defaults_and_the_floor_of_stock_llama_cpp():
@@ -79,7 +91,7 @@ def test_the_70b_first_load_with_the_aws_defaults_and_the_floor_of_stock_llama_c
     worker's read and copy: with the defaults the first load takes well over a minute. Workers that keep their cache
     files in memory remove the disk from it; what is left, the master's hashing on one core and the workers' copies, is
     the floor of stock llama.cpp's serial path on any instance type, and it is above a minute."""
-    sent, _hashed, _tensors = llama_70b_q4_0()
+    sent, _hashed, _tensors, _token_embd = llama_70b_q4_0()
     defaults, in_memory = staged_70b(False), staged_70b(True)
     print(f"70B staged with the AWS defaults: {defaults}")
     print(f"70B staged, the workers' caches in their page cache: {in_memory}")
