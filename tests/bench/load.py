@@ -101,6 +101,23 @@ class Worker:
         return self.log.read_text(errors="replace").count("saved to")
 
 
+def meminfo():
+    """/proc/meminfo in bytes: what the page cache and the write-back hold when a load starts."""
+    fields = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, value = line.split(":", 1)
+        fields[name] = int(value.split()[0]) * 1024
+    return fields
+
+
+def disk_read_bytes(pid):
+    """Bytes a process made the kernel read from storage (/proc/<pid>/io read_bytes), not from its page cache."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
 def load_ms(bin_dir, model, endpoint):
     """llama-completion through the worker, one token; its load time (retrying a run that lost its log)."""
     command = [str(bin_dir / "llama-completion"), "-m", str(model), "--rpc", endpoint, "-ngl", "999", "-fit", "off",
@@ -224,27 +241,38 @@ def main():
                         "disk_write": constants["disk_write_rate"], "cache_in_memory": True}]
         master = {"disk_read": constants["page_cache_rate"], "cached_bytes": model_bytes}
         # each load's time, and the tensors the worker stored in its cache during it (none once staged)
-        measured, stored = {}, {}
+        measured, stored, seen = {}, {}, {}
+
+        def timed_load(state, worker):
+            """One load, with what the machine held when it started and what came from the disk during it."""
+            memory_before, saved_before = meminfo(), worker.saved()
+            worker_read, master_read = disk_read_bytes(worker.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
+            measured[state] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+            stored[state] = worker.saved() - saved_before
+            seen[state] = {"dirty_gb_at_start": round((memory_before["Dirty"] + memory_before["Writeback"]) / 1e9, 2),
+                           "available_gb_at_start": round(memory_before["MemAvailable"] / 1e9, 2),
+                           "worker_disk_read_gb": round((disk_read_bytes(worker.process.pid) - worker_read) / 1e9, 2),
+                           "master_disk_read_gb": round((resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
+                                                         - master_read) * 512 / 1e9, 2)}
+
         with Worker(bin_dir, work / "cold") as worker:
-            measured["cold"] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
-            stored["cold"] = worker.saved()
+            timed_load("cold", worker)
         subprocess.run(["rm", "-rf", str(work / "cold")], check=True)
         with Worker(bin_dir, work / "staged") as worker:
             staging_s = stage(model, tool, f"127.0.0.1:{worker.port}", work)
             for state in ("staged", "warm"):
-                before = worker.saved()
-                measured[state] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
-                stored[state] = worker.saved() - before
+                timed_load(state, worker)
         subprocess.run(["rm", "-rf", str(work / "staged")], check=True)
         for state in ("cold", "staged", "warm"):
             predicted = load_time.predict(model_bytes, hashed, len(sent), worker_spec, master, constants["network_rate"],
                                           state)
             rows.append({"gb_to_worker": round(model_bytes / 1e9, 2), "state": state, "measured_s": round(measured[state], 2),
                          "predicted_s": predicted["seconds"], "ratio": round(measured[state] / predicted["seconds"], 2),
-                         "bound": predicted["bound"], "parts": predicted["parts"], "tensors_stored": stored[state]})
+                         "bound": predicted["bound"], "parts": predicted["parts"], "tensors_stored": stored[state],
+                         **seen[state]})
             print(f"{model_bytes / 1e9:5.2f} GB {state:6s}: measured {measured[state]:6.2f} s ({stored[state]} tensors "
                   f"stored by the worker), predicted {predicted['seconds']:6.2f} s, measured / predicted "
-                  f"{rows[-1]['ratio']:.2f} ({predicted['bound']})", flush=True)
+                  f"{rows[-1]['ratio']:.2f} ({predicted['bound']}); {seen[state]}", flush=True)
         print(f"{model_bytes / 1e9:5.2f} GB staging (rpc_tensor_send): {staging_s:.1f} s", flush=True)
         model.unlink()
 
