@@ -16,7 +16,12 @@ llama-completion), the collection's cache helper, and its staging modules. Print
 2. For each model size (default 1, 3 and 6 GB to the worker; weights in tensors over 10 MiB, as a 70B's are), one
    worker with its tensor cache (-c): the first load with the cache empty (cold: llama.cpp sends and stores the
    weights), after staging it with the collection's modules (staged: the load sends hashes), and again (warm). Each
-   load beside what the load-time model predicts from the constants of step 1 (this run's), and their ratio.
+   load beside what the load-time model predicts from the constants of step 1 (this run's), and their ratio. The
+   worker's own work per byte is measured again at each size, over the model file itself: on this machine it costs
+   more per byte as the worker's footprint grows (the kernel's system time on fresh memory: 1.0 to 1.3 GB/s at 1 GB,
+   0.6 to 0.9 GB/s at 6 GB), which a constant measured at 1 GB does not see.
+   Each load also records the worker's and the master's CPU time, the bytes they read from the disk, and the memory
+   and write-back the machine held when it started.
 
     python -m tests.bench.load [--sizes-gb 1,3,6] [--embd 4096]
 
@@ -97,6 +102,13 @@ class Worker:
         self.process.terminate()
         self.process.wait(timeout=30)
 
+    def wait_for_memory_back(self, limit=512 << 20, timeout=60):
+        """Until the worker has freed the buffers of the client before (it frees them when the connection closes, after
+        llama-completion has exited): a load that starts sooner shares the machine's memory with them."""
+        deadline = time.monotonic() + timeout
+        while resident_bytes(self.process.pid) > limit and time.monotonic() < deadline:
+            time.sleep(0.1)
+
     def saved(self):
         return self.log.read_text(errors="replace").count("saved to")
 
@@ -108,6 +120,21 @@ def meminfo():
         name, value = line.split(":", 1)
         fields[name] = int(value.split()[0]) * 1024
     return fields
+
+
+def resident_bytes(pid):
+    """The process's resident memory (VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu_seconds(pid):
+    """(user, system) CPU seconds a process has used (/proc/<pid>/stat, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def disk_read_bytes(pid):
@@ -237,6 +264,13 @@ def main():
         sent = [tensor for tensor in header["tensors"] if not tensor["name"].startswith("token_embd")]
         model_bytes, hashed = sum(t["size"] for t in sent), sum(t["size"] for t in tensor_cache.hashed_tensors(header))
         subprocess.run(["cat", str(model)], stdout=subprocess.DEVNULL, check=True)  # the master's page cache
+        # The worker's own work per byte, at this load's footprint (its buffer as big as its share): on this machine the
+        # kernel's time on fresh memory grows faster than the bytes, so the rates of step 1 (1 GB) do not hold at 6 GB.
+        at_size = {"worker_hit_rate": worker_path_rate(paths_tool, "hit", model, work),
+                   "worker_store_rate": worker_path_rate(paths_tool, "store", model, work)}
+        load_time.FIGURES.update({name: (value,) + load_time.FIGURES[name][1:] for name, value in at_size.items()})
+        print(f"{model_bytes / 1e9:5.2f} GB: the worker's own work measured at this size: hit "
+              f"{at_size['worker_hit_rate'] / 1e9:.2f} GB/s, store {at_size['worker_store_rate'] / 1e9:.2f} GB/s", flush=True)
         worker_spec = [{"bytes": model_bytes, "memory": memory, "disk_read": constants["page_cache_rate"],
                         "disk_write": constants["disk_write_rate"], "cache_in_memory": True}]
         master = {"disk_read": constants["page_cache_rate"], "cached_bytes": model_bytes}
@@ -245,12 +279,21 @@ def main():
 
         def timed_load(state, worker):
             """One load, with what the machine held when it started and what came from the disk during it."""
+            worker.wait_for_memory_back()
             memory_before, saved_before = meminfo(), worker.saved()
             worker_read, master_read = disk_read_bytes(worker.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
+            resident_at_start = resident_bytes(worker.process.pid)
+            worker_cpu, master_cpu = cpu_seconds(worker.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
             measured[state] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
             stored[state] = worker.saved() - saved_before
+            worker_after, master_after = cpu_seconds(worker.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
             seen[state] = {"dirty_gb_at_start": round((memory_before["Dirty"] + memory_before["Writeback"]) / 1e9, 2),
                            "available_gb_at_start": round(memory_before["MemAvailable"] / 1e9, 2),
+                           "worker_resident_gb_at_start": round(resident_at_start / 1e9, 2),
+                           "worker_cpu_user_s": round(worker_after[0] - worker_cpu[0], 2),
+                           "worker_cpu_system_s": round(worker_after[1] - worker_cpu[1], 2),
+                           "master_cpu_user_s": round(master_after.ru_utime - master_cpu.ru_utime, 2),
+                           "master_cpu_system_s": round(master_after.ru_stime - master_cpu.ru_stime, 2),
                            "worker_disk_read_gb": round((disk_read_bytes(worker.process.pid) - worker_read) / 1e9, 2),
                            "master_disk_read_gb": round((resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
                                                          - master_read) * 512 / 1e9, 2)}
@@ -269,6 +312,7 @@ def main():
             rows.append({"gb_to_worker": round(model_bytes / 1e9, 2), "state": state, "measured_s": round(measured[state], 2),
                          "predicted_s": predicted["seconds"], "ratio": round(measured[state] / predicted["seconds"], 2),
                          "bound": predicted["bound"], "parts": predicted["parts"], "tensors_stored": stored[state],
+                         "worker_rates_at_size": at_size,
                          **seen[state]})
             print(f"{model_bytes / 1e9:5.2f} GB {state:6s}: measured {measured[state]:6.2f} s ({stored[state]} tensors "
                   f"stored by the worker), predicted {predicted['seconds']:6.2f} s, measured / predicted "
