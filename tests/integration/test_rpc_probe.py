@@ -1,6 +1,5 @@
 """rpc_probe against a real llama.cpp RPC worker started by the test: ok, busy, closed, wrong protocol."""
 
-import re
 import socket
 import struct
 import subprocess
@@ -11,11 +10,6 @@ import pytest
 from ansible_collections.graviton.llama_rpc.plugins.modules import rpc_probe
 from tests.tools import llama_cpp
 from tests.unit.plugins.module_runner import run_module
-
-
-def source_protocol_version():
-    header = (llama_cpp.source_dir() / "ggml" / "include" / "ggml-rpc.h").read_text()
-    return ".".join(re.search(rf"RPC_PROTO_{part}_VERSION\s+(\d+)", header).group(1) for part in ("MAJOR", "MINOR", "PATCH"))
 
 
 @pytest.fixture()
@@ -38,7 +32,7 @@ def hello(sock):
 
 
 def test_a_worker_answers_with_its_protocol_and_memory(worker, capsys):
-    version = source_protocol_version()
+    version = llama_cpp.protocol_version()
     result = run_module(rpc_probe.main, capsys, workers=[worker], protocol_version=version)
     assert result["all_ok"] is True and result["counts"] == {"ok": 1}
     probed = result["workers"][0]
@@ -94,7 +88,7 @@ def test_something_else_on_the_port_is_the_wrong_protocol(capsys):
 
 
 def test_a_master_of_another_major_version_cannot_use_the_worker(worker, capsys):
-    major = int(source_protocol_version().split(".", maxsplit=1)[0])
+    major = int(llama_cpp.protocol_version().split(".", maxsplit=1)[0])
     result = run_module(rpc_probe.main, capsys, workers=[worker], protocol_version=f"{major + 1}.0.0")
     probed = result["workers"][0]
     assert probed["state"] == "wrong_protocol" and probed["compatible"] is False

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -30,6 +31,12 @@ def fixed_cmake_args():
     """The CMake arguments the llama_build role always uses (one place: the role's vars)."""
     role_vars = yaml.safe_load((ROOT / "roles" / "llama_build" / "vars" / "main.yml").read_text())
     return list(role_vars["_llama_build_fixed_cmake_args"])
+
+
+def protocol_version():
+    """The RPC protocol version of the pinned source (ggml-rpc.h), as rpc_probe reports it: "major.minor.patch"."""
+    header = (source_dir() / "ggml" / "include" / "ggml-rpc.h").read_text()
+    return ".".join(re.search(rf"RPC_PROTO_{part}_VERSION\s+(\d+)", header).group(1) for part in ("MAJOR", "MINOR", "PATCH"))
 
 
 def source_dir():
