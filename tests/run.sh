@@ -85,7 +85,8 @@ wanted lowest && wanted integration && start_beside lowest bash tests/bed/lowest
 # here: the refusals that a host or AWS answers (every input rule is a unit test). About half the time each, warm.
 # They share no host, network or build directory.
 integration_beside=(tests/integration/test_rpc_tunnel.py tests/integration/test_arm_cross.py tests/integration/test_rpc_probe.py
-                    tests/integration/test_plan_against_llama_cpp.py tests/integration/test_git_source.py)
+                    tests/integration/test_plan_against_llama_cpp.py tests/integration/test_git_source.py
+                    tests/integration/test_model_fetch_progress.py)
 if wanted integration; then
   start_beside integration:lifecycle python -m pytest -q -rs -s --durations=8 "${integration_beside[@]}"
   run_stage integration python -m pytest -q -rs -s --durations=12 "${integration_beside[@]/#/--ignore=}" tests/integration
