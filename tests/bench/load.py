@@ -106,28 +106,21 @@ class Worker:
         """Until the worker has freed the buffers of the client before (it frees them when the connection closes, after
         llama-completion has exited): a load that starts sooner shares the machine's memory with them."""
         deadline = time.monotonic() + timeout
-        while resident_bytes(self.process.pid) > limit and time.monotonic() < deadline:
+        while proc_numbers(f"/proc/{self.process.pid}/status")["VmRSS"] * 1024 > limit and time.monotonic() < deadline:
             time.sleep(0.1)
 
     def saved(self):
         return self.log.read_text(errors="replace").count("saved to")
 
 
-def meminfo():
-    """/proc/meminfo in bytes: what the page cache and the write-back hold when a load starts."""
+def proc_numbers(path):
+    """The numeric fields of a /proc file of "Name: number [unit]" lines (meminfo and status in kB, io in bytes)."""
     fields = {}
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        name, value = line.split(":", 1)
-        fields[name] = int(value.split()[0]) * 1024
+    for line in Path(path).read_text().splitlines():
+        name, _colon, value = line.partition(":")
+        if value.split() and value.split()[0].isdigit():
+            fields[name] = int(value.split()[0])
     return fields
-
-
-def resident_bytes(pid):
-    """The process's resident memory (VmRSS)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def cpu_seconds(pid):
@@ -135,14 +128,6 @@ def cpu_seconds(pid):
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
-
-
-def disk_read_bytes(pid):
-    """Bytes a process made the kernel read from storage (/proc/<pid>/io read_bytes), not from its page cache."""
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("read_bytes:"):
-            return int(line.split()[1])
-    return 0
 
 
 def load_ms(bin_dir, model, endpoint):
@@ -280,23 +265,22 @@ def main():
         def timed_load(state, worker):
             """One load, with what the machine held when it started and what came from the disk during it."""
             worker.wait_for_memory_back()
-            memory_before, saved_before = meminfo(), worker.saved()
-            worker_read, master_read = disk_read_bytes(worker.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
-            resident_at_start = resident_bytes(worker.process.pid)
-            worker_cpu, master_cpu = cpu_seconds(worker.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+            pid = worker.process.pid
+            memory, status, saved_before = proc_numbers("/proc/meminfo"), proc_numbers(f"/proc/{pid}/status"), worker.saved()
+            worker_read, worker_cpu = proc_numbers(f"/proc/{pid}/io")["read_bytes"], cpu_seconds(pid)
+            master_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # llama-completion, once it has exited
             measured[state] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
             stored[state] = worker.saved() - saved_before
-            worker_after, master_after = cpu_seconds(worker.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
-            seen[state] = {"dirty_gb_at_start": round((memory_before["Dirty"] + memory_before["Writeback"]) / 1e9, 2),
-                           "available_gb_at_start": round(memory_before["MemAvailable"] / 1e9, 2),
-                           "worker_resident_gb_at_start": round(resident_at_start / 1e9, 2),
+            worker_after, master_after = cpu_seconds(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+            seen[state] = {"dirty_gb_at_start": round((memory["Dirty"] + memory["Writeback"]) * 1024 / 1e9, 2),
+                           "available_gb_at_start": round(memory["MemAvailable"] * 1024 / 1e9, 2),
+                           "worker_resident_gb_at_start": round(status["VmRSS"] * 1024 / 1e9, 2),
                            "worker_cpu_user_s": round(worker_after[0] - worker_cpu[0], 2),
                            "worker_cpu_system_s": round(worker_after[1] - worker_cpu[1], 2),
-                           "master_cpu_user_s": round(master_after.ru_utime - master_cpu.ru_utime, 2),
-                           "master_cpu_system_s": round(master_after.ru_stime - master_cpu.ru_stime, 2),
-                           "worker_disk_read_gb": round((disk_read_bytes(worker.process.pid) - worker_read) / 1e9, 2),
-                           "master_disk_read_gb": round((resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
-                                                         - master_read) * 512 / 1e9, 2)}
+                           "master_cpu_user_s": round(master_after.ru_utime - master_before.ru_utime, 2),
+                           "master_cpu_system_s": round(master_after.ru_stime - master_before.ru_stime, 2),
+                           "worker_disk_read_gb": round((proc_numbers(f"/proc/{pid}/io")["read_bytes"] - worker_read) / 1e9, 2),
+                           "master_disk_read_gb": round((master_after.ru_inblock - master_before.ru_inblock) * 512 / 1e9, 2)}
 
         with Worker(bin_dir, work / "cold") as worker:
             timed_load("cold", worker)

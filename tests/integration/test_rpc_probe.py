@@ -26,7 +26,7 @@ def worker(x86_build):
 
 
 def hello(sock):
-    sock.sendall(struct.pack("<BQ", 14, 24) + bytes(24))
+    sock.sendall(llama_cpp.RPC_HELLO)
     (length,) = struct.unpack("<Q", sock.recv(8))
     return sock.recv(length)
 

@@ -4,7 +4,6 @@ afterwards finds every one (the worker stores nothing new). The worker-side chec
 
 import os
 import socket
-import struct
 import subprocess
 
 import pytest
@@ -94,7 +93,7 @@ def test_a_worker_that_is_not_there_or_busy_is_named(x86_build, big_model, tmp_p
     worker = Worker(x86_build, tmp_path / "worker")
     holder = socket.create_connection(("127.0.0.1", worker.port), timeout=5)
     try:  # another client (llama-server) holds the worker: it serves one at a time
-        holder.sendall(struct.pack("<BQ", 14, 24) + bytes(24))
+        holder.sendall(llama_cpp.RPC_HELLO)
         holder.recv(64)
         busy = run_module(rpc_tensor_send.main, capsys, model=str(big_model), tensors=tensors, timeout=2,
                           workers=[{"endpoint": worker.endpoint, "hashes": [tensors[0]["hash"]]}])

@@ -66,9 +66,7 @@ def converge(directory, extra_vars=None, verbose=False, **layout):
     return run
 
 
-def sh(host, command):
-    result = host.exec_run(["sh", "-c", command])
-    return result.exit_code, result.output.decode().strip()
+sh = containers.sh
 
 
 def wg(host, what):

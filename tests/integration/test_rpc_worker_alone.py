@@ -1,13 +1,12 @@
 """The rpc_worker role alone, for a change to it (`make role ROLE=rpc_worker`, about 2 minutes warm): deployed by
 ansible-playbook onto a fresh systemd host with the RPC worker llama_build built for it (the controller's kept build,
-copied in with its OpenMP runtime), beside a master host that nothing is deployed on. The worker runs unprivileged and sandboxed, listens on
-its private address only, admits its master and drops anyone else, answers llama.cpp's protocol, and a re-run changes
-nothing. The cluster scenario checks the same role among the others (make molecule SCENARIOS=cluster)."""
+copied in with its OpenMP runtime), beside a master host that nothing is deployed on. The worker runs unprivileged
+and sandboxed, listens on its private address only, admits its master and drops anyone else, answers llama.cpp's
+protocol, and a re-run changes nothing. The cluster scenario checks the same role among the others (make molecule SCENARIOS=cluster)."""
 
 import json
 import re
 import socket
-import struct
 from pathlib import Path
 
 import docker
@@ -21,14 +20,10 @@ MASTER, WORKER = "llama-worker-alone-master", "llama-worker-alone-worker"
 BINARY = "/opt/llama.cpp/current/bin/ggml-rpc-server"
 UNIT = "llama-rpc-worker@main.service"
 PORT = 50052
-# llama.cpp's HELLO (command 14); the answer begins with the worker's protocol version, three bytes
-HELLO = "import socket, struct; s = socket.create_connection(('{address}', {port}), timeout=5); " \
-        "s.sendall(struct.pack('<BQ', 14, 24) + bytes(24)); s.recv(8); print('.'.join(map(str, s.recv(3))))"
-
-
-def sh(container, command):
-    result = container.exec_run(["sh", "-c", command])
-    return result.exit_code, result.output.decode().strip()
+# llama.cpp's HELLO, sent from the master host; the answer begins with the worker's protocol version, three bytes
+HELLO = "import socket; s = socket.create_connection(('{address}', {port}), timeout=5); " \
+        f"s.sendall(bytes.fromhex('{llama_cpp.RPC_HELLO.hex()}')); s.recv(8); print('.'.join(map(str, s.recv(3))))"
+sh = containers.sh
 
 
 def address(container):
@@ -89,7 +84,7 @@ def test_its_master_gets_llama_cpps_answer_and_anyone_else_is_dropped(deployed):
     # this machine, on the same network but not the master: dropped by the worker's nftables table
     with pytest.raises(OSError):
         with socket.create_connection((worker_address, PORT), timeout=3) as outsider:
-            outsider.sendall(struct.pack("<BQ", 14, 24) + bytes(24))
+            outsider.sendall(llama_cpp.RPC_HELLO)
             if not outsider.recv(8):
                 raise ConnectionResetError("closed without an answer")
     rules = sh(hosts[WORKER], "nft list table inet llama_rpc_worker")[1]

@@ -52,6 +52,12 @@ def wait_until_booted(container, timeout=120):
         time.sleep(0.5)
 
 
+def sh(container, command):
+    """A shell command in the container: (exit code, its output stripped)."""
+    result = container.exec_run(["sh", "-c", command])
+    return result.exit_code, result.output.decode().strip()
+
+
 def tar_of(path, name=None):
     """A file as the tar stream docker's put_archive takes (named name there, else as it is named here)."""
     stream = io.BytesIO()

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import tarfile
 import time
@@ -31,6 +32,10 @@ def fixed_cmake_args():
     """The CMake arguments the llama_build role always uses (one place: the role's vars)."""
     role_vars = yaml.safe_load((ROOT / "roles" / "llama_build" / "vars" / "main.yml").read_text())
     return list(role_vars["_llama_build_fixed_cmake_args"])
+
+
+# llama.cpp's RPC HELLO (ggml-rpc.cpp: command 14, a 24-byte request); the answer's first 3 bytes are the protocol version
+RPC_HELLO = struct.pack("<BQ", 14, 24) + bytes(24)
 
 
 def protocol_version():
