@@ -74,16 +74,40 @@ scenarios=()
 if wanted molecule; then
   read -r -a scenarios <<<"${SCENARIOS:-$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -rn1 basename | sort | xargs)}"
 fi
-# The checks on the lowest ansible-core run beside the integration tests, which leave a core idle while they wait on
-# containers.
+# The order below follows the machine's CPU, sampled every 3 s during a warm run with every check one after the other
+# (1,273 s): the integration tests, the cluster scenario up to its verify and the aws_infra scenario each kept both
+# cores busy, while the cluster scenario's verify (8 of its 15 minutes: services that must fail, recover, time out)
+# kept one busy and left the other idle. So the scenarios start first, the one that starts no containers (aws_infra:
+# moto on loopback) beside the cluster; and the integration tests and the checks on the lowest ansible-core start when
+# the cluster scenario's verify starts (molecule/cluster/tests/conftest.py creates $LLAMA_RPC_VERIFY_STARTED), in the
+# core it leaves idle. None of them shares a container, network, port or cache directory with the scenario.
+export LLAMA_RPC_VERIFY_STARTED
+LLAMA_RPC_VERIFY_STARTED=$(mktemp -u)
+container_scenarios=()
+for scenario in "${scenarios[@]}"; do
+  if [ "$scenario" = aws_infra ] && [ "${#scenarios[@]}" -gt 1 ]; then continue; fi
+  start_beside "molecule:$scenario" molecule test -s "$scenario"
+  container_scenarios+=("molecule:$scenario")
+done
+if [[ " ${scenarios[*]} " == *" aws_infra "* ]] && [ "${#scenarios[@]}" -gt 1 ]; then
+  run_stage molecule:aws_infra molecule test -s aws_infra
+fi
+scenario_running() {  # true while a scenario started above runs
+  local name
+  for name in "${container_scenarios[@]}"; do kill -0 "${beside_pid[$name]}" 2>/dev/null && return 0; done
+  return 1
+}
+if wanted integration || wanted lowest; then
+  while [ ! -e "$LLAMA_RPC_VERIFY_STARTED" ] && scenario_running; do sleep 2; done
+fi
 wanted lowest && wanted integration && start_beside lowest bash tests/bed/lowest.sh
 # Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
 # under qemu-user) and every role's bad-input cases (tests/integration/bad_input/).
-# The integration tests in two processes side by side: they wait on ansible and docker far more than they compute
-# (a quarter of the 2 cores, measured). Beside: the tunnel's lifecycle and the tests on llama.cpp's builds (which a
-# fresh machine compiles first: every test of the x86 build is here, since the build runs in one named container);
-# here: the refusals that a host or AWS answers (every input rule is a unit test). About half the time each, warm.
-# They share no host, network or build directory.
+# The integration tests in two processes side by side: they wait on ansible and docker far more than they compute.
+# Beside: the tunnel's lifecycle and the tests on llama.cpp's builds (which a fresh machine compiles first: every test
+# of the x86 build is here, since the build runs in one named container); here: the refusals that a host or AWS
+# answers (every input rule is a unit test). About half the time each, warm. They share no host, network or build
+# directory.
 integration_beside=(tests/integration/test_rpc_tunnel.py tests/integration/test_arm_cross.py tests/integration/test_rpc_probe.py
                     tests/integration/test_plan_against_llama_cpp.py tests/integration/test_git_source.py
                     tests/integration/test_model_fetch_progress.py)
@@ -91,22 +115,9 @@ if wanted integration; then
   start_beside integration:lifecycle python -m pytest -q -rs -s --durations=8 "${integration_beside[@]}"
   run_stage integration python -m pytest -q -rs -s --durations=12 "${integration_beside[@]/#/--ignore=}" tests/integration
 fi
-finish_beside
 wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh
-# The scenario that starts no containers (aws_infra: moto on loopback) runs beside the others, which wait on theirs:
-# measured beside the cluster scenario, the pair took 980 s against 964 s for the cluster alone.
-sequential=()
-for scenario in "${scenarios[@]}"; do
-  if [ "$scenario" = aws_infra ] && [ "${#scenarios[@]}" -gt 1 ]; then
-    start_beside "molecule:$scenario" molecule test -s "$scenario"
-  else
-    sequential+=("$scenario")
-  fi
-done
-for scenario in "${sequential[@]}"; do
-  run_stage "molecule:$scenario" molecule test -s "$scenario"
-done
 finish_beside
+rm -f "$LLAMA_RPC_VERIFY_STARTED"
 
 printf '\nmake %s finished in %ss. passed: %s\n' "$([ -n "${LLAMA_RPC_VENV_ONLY:-}" ] && echo check || echo test)" \
   "$((SECONDS - started))" "${passed[*]:-none}"
