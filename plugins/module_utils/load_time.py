@@ -15,7 +15,10 @@ workers are filled one after another.
 So, summed over the model:
 
     load = transfer + master + workers + small tensors + tensors x per-tensor cost
-    (each hashed tensor's steps follow one another: measured so here, at 1 to 6 GB, on a hit and on a miss)
+    on a hit, each hashed tensor's steps follow one another (the master waits for the answer before its next hash);
+    on a miss, the master's read and hash of the next tensor run while the worker stores the one it received (SET_TENSOR
+    has no answer), so those two count once, the longer of them: master + workers becomes
+    master's message copies + max(master's read and hash, workers)
     master  = hashed bytes x (1 / read rate + 1 / hash rate), the read from its page cache or its disk; on a miss also
               its copy of each tensor into a fresh message (hashed bytes / worker hit rate: the same work); and the
               read of the weights it keeps itself (its layers, the output, the token embeddings: the loader maps
@@ -127,12 +130,18 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
             worker_hashed += hashed / hash_rate + hashed / store_rate + unhidden / worker["disk_write"]
         else:
             worker_hashed += hashed / hit_rate
-    # Measured here (make bench-load), the steps of a tensor follow one another in both cases: on a hit the master's
-    # hashing, then the worker's read and copy; on a miss the master's hashing, its copy of the tensor into a fresh
-    # message (new uint8_t[]() and memcpy: a hit's work without the file), the transfer, then the worker's own.
+    # On a hit the steps of a tensor follow one another: the master's hashing, then the worker's read and copy, then
+    # its answer, which the master waits for. On a miss the master hashes, asks, copies the tensor into a fresh message
+    # (new uint8_t[]() and memcpy: a hit's work without the file) and sends it; SET_TENSOR has no answer, so the master
+    # reads and hashes the next tensor while the worker stores this one, and waits only at the next question
+    # (ggml-rpc.cpp: ggml_backend_rpc_buffer_set_tensor, rpc_server::set_tensor). The cold loads measured here (make
+    # bench-load, 1 to 6 GB, two runs) were 0.78 to 1.00 of the steps' sum.
     per_tensor = tensors * figure("per_tensor_s")
     master_message = 0.0 if hit else hashed_bytes / hit_rate
-    hashed_phase = master_hashed + master_message + worker_hashed
+    if hit:
+        hashed_phase = master_hashed + master_message + worker_hashed
+    else:
+        hashed_phase = master_message + max(master_hashed, worker_hashed)
     total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor + master_own
     parts = {"master_read": master_read, "master_hash": master_hash + master_message, "transfer": transfer,
              "workers": worker_hashed + worker_unhashed, "per_tensor": per_tensor}
@@ -141,8 +150,9 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     elif hit:
         bound = ("the master's hashing and the workers' cache reads, one after the other (FNV-1a on one core, "
                  + ("the workers' disks)" if not all(w.get("cache_in_memory") for w in workers) else "copies in memory)"))
-    elif worker_hashed > master_hashed + master_message:
-        bound = "the workers (hashing again and storing what they receive, one core each), after the master's hashing"
+    elif worker_hashed > master_hashed:
+        bound = ("the workers (hashing again and storing what they receive, one core each), while the master hashes"
+                 if state == "cold" else "the workers (copying what they receive, one core each), while the master hashes")
     elif hashed_bytes * read_per_byte >= master_hash:
         bound = "the master's model read (%s)" % ("its disk" if in_memory < 1 else "page cache")
     else:
