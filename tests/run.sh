@@ -83,15 +83,18 @@ fi
 # core it leaves idle. None of them shares a container, network, port or cache directory with the scenario.
 export LLAMA_RPC_VERIFY_STARTED
 LLAMA_RPC_VERIFY_STARTED=$(mktemp -u)
-container_scenarios=()
+container_scenarios=() foreground_scenarios=()
 for scenario in "${scenarios[@]}"; do
-  if [ "$scenario" = aws_infra ] && [ "${#scenarios[@]}" -gt 1 ]; then continue; fi
-  start_beside "molecule:$scenario" molecule test -s "$scenario"
-  container_scenarios+=("molecule:$scenario")
+  if [ "$scenario" = aws_infra ] && [ "${#scenarios[@]}" -gt 1 ]; then
+    foreground_scenarios+=("$scenario")
+  else
+    start_beside "molecule:$scenario" molecule test -s "$scenario"
+    container_scenarios+=("molecule:$scenario")
+  fi
 done
-if [[ " ${scenarios[*]} " == *" aws_infra "* ]] && [ "${#scenarios[@]}" -gt 1 ]; then
-  run_stage molecule:aws_infra molecule test -s aws_infra
-fi
+for scenario in "${foreground_scenarios[@]}"; do
+  run_stage "molecule:$scenario" molecule test -s "$scenario"
+done
 scenario_running() {  # true while a scenario started above runs
   local name
   for name in "${container_scenarios[@]}"; do kill -0 "${beside_pid[$name]}" 2>/dev/null && return 0; done
