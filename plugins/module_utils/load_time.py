@@ -138,10 +138,7 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     # bench-load, 1 to 6 GB, two runs) were 0.78 to 1.00 of the steps' sum.
     per_tensor = tensors * figure("per_tensor_s")
     master_message = 0.0 if hit else hashed_bytes / hit_rate
-    if hit:
-        hashed_phase = master_hashed + master_message + worker_hashed
-    else:
-        hashed_phase = master_message + max(master_hashed, worker_hashed)
+    hashed_phase = master_hashed + worker_hashed if hit else master_message + max(master_hashed, worker_hashed)
     total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor + master_own
     parts = {"master_read": master_read, "master_hash": master_hash + master_message, "transfer": transfer,
              "workers": worker_hashed + worker_unhashed, "per_tensor": per_tensor}
