@@ -33,7 +33,7 @@ lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requir
 molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose)
 	@$(MAKE) --no-print-directory test STAGES=molecule
 
-role: ## One role's own checks (ROLE=rpc_tunnel): unit tests, its refusals on a container, its own scenario where it has one
+role: ## One role's own checks (ROLE=rpc_tunnel): unit tests, its refusals, the role alone on fresh hosts (2-3.5 min warm; aws_infra: its scenario)
 	@bash tests/bed/role.sh "$(ROLE)"
 
 images: ## Build the systemd base images (Debian bookworm and trixie) offline

@@ -6,15 +6,16 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 role=${1:-}
-# The role's own tests beyond its refusals (tests/integration/bad_input/test_<role>.py), and its Molecule scenario.
+# The role's own tests beyond its refusals (tests/integration/bad_input/test_<role>.py), and its Molecule scenario. The
+# roles of the master's side (rpc_master, gateway, bench) run on the smallest cluster (tests/integration/conftest.py).
 declare -A own=(
   [aws_infra]=""
   [llama_build]="tests/integration/test_git_source.py tests/integration/test_arm_cross.py"
   [rpc_tunnel]="tests/integration/test_rpc_tunnel.py"
   [rpc_worker]="tests/integration/test_rpc_probe.py tests/integration/test_rpc_worker_alone.py"
-  [rpc_master]="tests/integration/test_model_fetch_progress.py tests/integration/test_plan_against_llama_cpp.py"
-  [gateway]=""
-  [bench]=""
+  [rpc_master]="tests/integration/test_rpc_master_alone.py tests/integration/test_model_fetch_progress.py tests/integration/test_plan_against_llama_cpp.py"
+  [gateway]="tests/integration/test_gateway_alone.py"
+  [bench]="tests/integration/test_bench_alone.py"
 )
 declare -A scenario=([aws_infra]=aws_infra)
 if [ -z "$role" ] || [ -z "${own[$role]+set}" ]; then
@@ -29,6 +30,4 @@ python -m pytest -q tests/unit
 python -m pytest -q -rs "tests/integration/bad_input/test_$role.py" ${own[$role]}
 [ -z "${scenario[$role]:-}" ] || molecule test -s "${scenario[$role]}"
 say "make role ROLE=$role finished in $((SECONDS - started)) s"
-if [ -z "${scenario[$role]:-}" ]; then
-  say "$role's checks across roles are in the cluster scenario: make molecule SCENARIOS=cluster (about 16 min)."
-fi
+[ -n "${scenario[$role]:-}" ] || say "$role among the other roles, on two clusters over SSH: make molecule SCENARIOS=cluster (about 16 min)."

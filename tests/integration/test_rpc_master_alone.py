@@ -1,0 +1,86 @@
+"""The rpc_master role on the smallest cluster, for a change to it (`make role ROLE=rpc_master`, minutes warm): a
+master and one worker, fresh systemd hosts, deployed by playbooks/deploy.yml (conftest.py, small_cluster). llama-server
+over the worker writes the greedy tokens of llama.cpp on the master alone, wants its key and names the model, the
+worker's cache holds the plan's share, and a second deploy changes nothing. The cluster scenario checks the same role
+among the others, over SSH, with a three-part set, faults and refusals (make molecule SCENARIOS=cluster)."""
+
+import json
+
+from tests.integration.conftest import SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_WORKER, ROOT
+from tests.tools import containers
+
+sh = containers.sh
+PROMPT = "Once upon a time"
+CACHE_DIR = "/var/cache/llama-rpc-worker/main/rpc"
+# Runs on the master: a request to llama-server (POST when a body is given), prints the status, then the body.
+REQUEST = """
+import json, sys, urllib.request, urllib.error
+url, key, body = sys.argv[1], sys.argv[2], sys.argv[3]
+request = urllib.request.Request(url, data=body.encode() if body else None,
+                                 headers={"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})})
+try:
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        print(reply.status)
+        print(reply.read().decode("utf-8", "replace"))
+except urllib.error.HTTPError as error:
+    print(error.code)
+"""
+
+
+def server(master, path, key=SMALL_SERVER_KEY, body=None):
+    """(status, body) of llama-server's answer on the master, at the address and port its unit reads."""
+    env = dict(line.split("=", 1) for line in sh(master, "cat /etc/llama-rpc/server.env")[1].splitlines()
+               if "=" in line and not line.startswith("#"))
+    url = f"http://{env['LLAMA_ARG_HOST']}:{env['LLAMA_ARG_PORT']}{path}"
+    command = ["python3", "-c", REQUEST, url, key, json.dumps(body) if body else ""]
+    status, _sep, answer = master.exec_run(command).output.decode().partition("\n")
+    return int(status), answer
+
+
+def test_the_tokens_over_the_worker_are_the_master_alones(small_cluster):
+    master = small_cluster[0][SMALL_MASTER]
+    status, answer = server(master, "/completion", body={"prompt": PROMPT, "n_predict": 12, "temperature": 0,
+                                                         "cache_prompt": False})
+    assert status == 200, answer
+    through_worker = json.loads(answer)["content"]
+    bin_dir = json.loads(sh(master, "cat /etc/ansible/facts.d/llama_rpc_build.fact")[1])["bin_dir"]
+    alone = ""
+    for _attempt in range(3):  # llama-completion loses its last output lines in about 5% of runs
+        code, out = sh(master, f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {SMALL_MODEL} -p '{PROMPT}' -n 12 "
+                               "--temp 0 -no-cnv -fit off 2>/dev/null")
+        alone = out[len(PROMPT):] if out.startswith(PROMPT) else ""
+        if code == 0 and len(alone) >= len(through_worker.rstrip()):
+            break
+    assert through_worker and alone.rstrip("\n") == through_worker.rstrip("\n"), (alone, through_worker)
+
+
+def test_the_server_wants_its_key_and_names_the_model(small_cluster):
+    master = small_cluster[0][SMALL_MASTER]
+    assert server(master, "/v1/models", key="")[0] == 401
+    assert server(master, "/v1/models", key="not-the-key")[0] == 401
+    status, answer = server(master, "/v1/models")
+    assert status == 200 and [model["id"] for model in json.loads(answer)["data"]] == ["tiny"], answer
+    # the key is in its own environment file, readable by root only, and in no log: the deploy's, the server's
+    assert sh(master, "stat -c '%U %a' /etc/llama-rpc/server-secret.env")[1] == "root 600"
+    assert SMALL_SERVER_KEY not in sh(master, "cat /etc/llama-rpc/server.env; journalctl -u llama-server --no-pager")[1]
+    assert SMALL_SERVER_KEY not in small_cluster[2]
+
+
+def test_the_workers_cache_holds_the_plans_share(small_cluster):
+    """The plan (the master's published state) puts layers on the worker, and its tensor cache holds exactly the files
+    the plan says it receives by hash, owned by the worker's user and closed to everyone else."""
+    hosts = small_cluster[0]
+    state = json.loads(sh(hosts[SMALL_MASTER], "cat /etc/ansible/facts.d/llama_rpc_master.fact")[1])
+    [node] = state["plan"]["workers"]
+    assert node["weights_bytes"] > 0, node
+    [planned] = state["cached_hashes"].values()
+    cached = sh(hosts[SMALL_WORKER], f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f\\n'")[1].split()
+    assert len(planned) > 0 and sorted(cached) == sorted(planned), (cached, planned)
+    assert sh(hosts[SMALL_WORKER], f"stat -c '%U %a' {CACHE_DIR}")[1] == "llama-rpc 700"
+
+
+def test_a_second_deploy_changes_nothing(small_cluster):
+    _hosts, directory, _output = small_cluster
+    again = containers.run_playbook(directory / "hosts.yml", ROOT / "playbooks" / "deploy.yml", {}, timeout=1200)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    assert containers.changed_per_host(again.stdout) == {SMALL_MASTER: 0, SMALL_WORKER: 0}, again.stdout[-4000:]
