@@ -66,6 +66,17 @@ def test_the_server_wants_its_key_and_names_the_model(small_cluster):
     assert SMALL_SERVER_KEY not in small_cluster[2]
 
 
+def test_the_server_listens_on_the_private_address_only_and_is_sandboxed(small_cluster):
+    master = small_cluster[0][SMALL_MASTER]
+    address = sh(master, "hostname -I")[1].split()[0]
+    listeners = sh(master, "ss -Hltn 'sport = :8080'")[1]
+    assert f"{address}:8080" in listeners and "0.0.0.0:8080" not in listeners, listeners
+    unit = sh(master, "systemctl show llama-server -p DynamicUser -p Restart")[1]
+    assert "DynamicUser=yes" in unit and "Restart=always" in unit, unit
+    analysis = sh(master, "systemd-analyze security llama-server.service --no-pager")[1]
+    assert containers.security_exposure(analysis) <= 2.0, analysis[-2000:]
+
+
 def test_the_workers_cache_holds_the_plans_share(small_cluster):
     """The plan (the master's published state) puts layers on the worker, and its tensor cache holds exactly the files
     the plan says it receives by hash, owned by the worker's user and closed to everyone else."""

@@ -5,7 +5,6 @@ and sandboxed, listens on its private address only, admits its master and drops 
 protocol, and a re-run changes nothing. The cluster scenario checks the same role among the others (make molecule SCENARIOS=cluster)."""
 
 import json
-import re
 import socket
 from pathlib import Path
 
@@ -62,8 +61,7 @@ def test_the_worker_runs_unprivileged_and_sandboxed(deployed):
     pid = sh(worker, f"systemctl show -p MainPID --value {UNIT}")[1]
     assert sh(worker, f"ps -o user= -p {pid}")[1] == "llama-rpc"
     out = sh(worker, f"systemd-analyze security {UNIT} --no-pager")[1]
-    exposure = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", out).group(1))
-    assert exposure <= 2.0, out[-2000:]
+    assert containers.security_exposure(out) <= 2.0, out[-2000:]
     cache = sh(worker, "stat -c '%U %a' /var/cache/llama-rpc-worker/main")[1]
     assert cache == "llama-rpc 700"
 

@@ -58,6 +58,14 @@ def sh(container, command):
     return result.exit_code, result.output.decode().strip()
 
 
+def security_exposure(analysis):
+    """The overall exposure level in `systemd-analyze security UNIT`'s output (0 best, 10 worst): it prints no JSON of it."""
+    found = re.search(r"^\W*Overall exposure level for \S+: ([\d.]+)", analysis, re.M)
+    if not found:
+        raise AssertionError(f"no overall exposure level in systemd-analyze's output:\n{analysis[-2000:]}")
+    return float(found.group(1))
+
+
 def tar_of(path, name=None):
     """A file as the tar stream docker's put_archive takes (named name there, else as it is named here)."""
     stream = io.BytesIO()

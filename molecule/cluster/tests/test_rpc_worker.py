@@ -2,7 +2,6 @@
 outsider: a peer on the same network), self-healing."""
 
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -105,7 +104,7 @@ def test_systemd_security_exposure(host, unit):
     """The worker, and its cache guard (which reads and prunes what the worker writes), run and are sandboxed."""
     assert host.service(unit).is_running
     out = host.check_output(f"systemd-analyze security {unit} --no-pager")
-    exposure = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", out).group(1))
+    exposure = containers.security_exposure(out)
     print(f"{host.backend.get_hostname()}: {unit}: systemd-analyze security exposure {exposure}")
     assert exposure <= 2.0
 
