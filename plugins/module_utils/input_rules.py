@@ -250,6 +250,9 @@ def rpc_tunnel(settings):
     if not (re.fullmatch(r"[0-9]+", str(generation)) and int(generation) >= 1) or isinstance(generation, bool):
         found.append("rpc_tunnel_key_generation=%s: a whole number, 1 or more (raise it to rotate this host's key)"
                      % generation)
+    if not in_range(s["rpc_tunnel_port"], 1, 65535):
+        found.append("rpc_tunnel_port=%s: set it from 1 to 65535, WireGuard's UDP port, the same on every host of the cluster"
+                     % s["rpc_tunnel_port"])
     if s["rpc_tunnel_endpoint_address"]:
         found += address_problems([{"name": "rpc_tunnel_endpoint_address", "value": s["rpc_tunnel_endpoint_address"],
                                     "kind": "address"}])

@@ -443,3 +443,18 @@ def test_aws_infra_names_only_the_wrong_inputs_in_the_order_they_are_set():
              "aws_infra_worker_count=20: set aws_infra_worker_count from 1 to 16"]
     where = [text.find(message) for message in wrong]
     assert len(found) == 3 and -1 not in where and where == sorted(where), (where, text)
+
+
+# --- every port, at its bounds ------------------------------------------------------------------------------------
+PORTS = [("rpc_worker", WORKER, "rpc_worker_port"), ("gateway", GATEWAY, "gateway_port"),
+         ("rpc_master", MASTER, "rpc_master_server_port"), ("rpc_tunnel", TUNNEL_HOST, "rpc_tunnel_port"),
+         ("aws_infra", AWS, "aws_infra_rpc_port"), ("aws_infra", AWS, "aws_infra_server_port")]
+
+
+@pytest.mark.parametrize("role, context, setting", PORTS, ids=[setting for _role, _context, setting in PORTS])
+def test_every_port_takes_1_to_65535_and_nothing_beyond(role, context, setting):
+    for port in (1, 65535):
+        assert refusals(role, context, {setting: port}) == [], (setting, port)
+    for port in (0, 65536):
+        found = " ".join(refusals(role, context, {setting: port}))
+        assert f"{setting}={port}" in found and "65535" in found, (setting, port, found)
