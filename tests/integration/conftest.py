@@ -50,6 +50,13 @@ def small_cluster_inventory(directory, gateway=None, **group_vars):
     return path
 
 
+def server_url(master):
+    """llama-server's URL on the small cluster's master, from the environment file its unit reads."""
+    env = dict(line.split("=", 1) for line in containers.sh(master, "cat /etc/llama-rpc/server.env")[1].splitlines()
+               if "=" in line and not line.startswith("#"))
+    return f"http://{env['LLAMA_ARG_HOST']}:{env['LLAMA_ARG_PORT']}"
+
+
 @pytest.fixture(scope="session")
 def small_cluster(x86_build, tmp_path_factory):
     """The master and its worker, deployed. Yields (hosts by name, the inventory's directory, deploy.yml's output)."""

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import docker
 import pytest
 
-from tests.integration.conftest import SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, ROOT, small_cluster_inventory
+from tests.integration.conftest import SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, ROOT, server_url, small_cluster_inventory
 from tests.tools import containers
 
 GATEWAY = "llama-alone-gateway"
@@ -59,9 +59,7 @@ def call(gateway, path, body=None, key=CLIENT_KEYS[0]):
 def test_through_the_gateway_the_tokens_are_the_masters_own(gateway):
     status, body = call(gateway, "/completion", GREEDY)
     assert status == 200, body
-    env = dict(line.split("=", 1) for line in sh(gateway.master, "cat /etc/llama-rpc/server.env")[1].splitlines()
-               if "=" in line and not line.startswith("#"))
-    direct = urllib.request.Request(f"http://{env['LLAMA_ARG_HOST']}:{env['LLAMA_ARG_PORT']}/completion",
+    direct = urllib.request.Request(server_url(gateway.master) + "/completion",
                                     data=json.dumps(GREEDY).encode(), headers={"Authorization": f"Bearer {SMALL_SERVER_KEY}"})
     with urllib.request.urlopen(direct, timeout=60) as reply:
         own = json.load(reply)["content"]
