@@ -66,18 +66,16 @@ class Cluster:
         return self.client.containers.get(name)
 
     def sh(self, name, command, check=True):
-        result = self.container(name).exec_run(["sh", "-c", command])
-        output = result.output.decode("utf-8", "replace")
-        if check and result.exit_code:
-            raise RuntimeError(f"{name}: {command}: exit {result.exit_code}: {output[-2000:]}")
-        return output.strip()
+        if check:
+            return containers.checked_sh(self.container(name), command)
+        return containers.sh(self.container(name), command)[1]
 
     def address(self, name):
         self.container(name).reload()
         return next(iter(self.container(name).attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
 
     def url(self):
-        return self.sh(self.master_name, '. /etc/llama-rpc/server.env; echo "http://$LLAMA_ARG_HOST:$LLAMA_ARG_PORT"')
+        return llama_cpp.server_url(self.sh(self.master_name, f"cat {llama_cpp.SERVER_ENV}"))
 
     def site(self, *extra_vars, playbook="site.yml"):
         """Runs site.yml (or another playbook); returns (changed tasks summed over the hosts, seconds, output); the

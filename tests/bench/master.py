@@ -39,13 +39,10 @@ WORKER_UNIT = "llama-rpc-worker@main.service"
 
 
 def sh(container, command, detach=False):
-    result = container.exec_run(["sh", "-c", command], detach=detach)
     if detach:
+        container.exec_run(["sh", "-c", command], detach=True)
         return ""
-    output = result.output.decode("utf-8", "replace")
-    if result.exit_code:
-        raise RuntimeError(f"{container.name}: {command}: exit {result.exit_code}: {output[-2000:]}")
-    return output
+    return containers.checked_sh(container, command)
 
 
 def cluster_inventory():

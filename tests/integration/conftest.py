@@ -51,10 +51,8 @@ def small_cluster_inventory(directory, gateway=None, **group_vars):
 
 
 def server_url(master):
-    """llama-server's URL on the small cluster's master, from the environment file its unit reads."""
-    env = dict(line.split("=", 1) for line in containers.sh(master, "cat /etc/llama-rpc/server.env")[1].splitlines()
-               if "=" in line and not line.startswith("#"))
-    return f"http://{env['LLAMA_ARG_HOST']}:{env['LLAMA_ARG_PORT']}"
+    """llama-server's URL on the small cluster's master."""
+    return llama_cpp.server_url(containers.sh(master, f"cat {llama_cpp.SERVER_ENV}")[1])
 
 
 @pytest.fixture(scope="session")

@@ -47,17 +47,15 @@ def run_qemu(cpu_model, binary, *args, timeout=600):
 
 
 def generate(command, env=None, attempts=3):
-    """Run a llama-completion command; retry the known lost-output case (exit 0, timing lines missing)."""
-    for attempt in range(attempts):
-        environment = dict(os.environ, GGML_NO_BACKTRACE="1")
-        environment.update(env or {})
+    """Run a llama-completion command, again while it loses its last output lines (llama_cpp.until_complete)."""
+    environment = dict(os.environ, GGML_NO_BACKTRACE="1", **(env or {}))
+
+    def once():
         # errors="replace": random weights generate bytes that are not UTF-8
         result = subprocess.run(command, env=environment, capture_output=True, text=True, errors="replace",
                                 timeout=900, check=False)
-        if result.returncode != 0 or llama_cpp.complete(result.stderr):
-            return result
-        print(f"attempt {attempt + 1}: llama-completion lost its last output lines, running it again")
-    return result
+        return result.returncode, result.stderr, result
+    return llama_cpp.until_complete(once, attempts)
 
 
 def test_flags_and_sve_width_under_qemu(arm_build, model):

@@ -7,7 +7,7 @@ among the others, over SSH, with a three-part set, faults and refusals (make mol
 import json
 
 from tests.integration.conftest import SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_WORKER, ROOT, server_url
-from tests.tools import containers
+from tests.tools import containers, llama_cpp
 
 sh = containers.sh
 PROMPT = "Once upon a time"
@@ -41,13 +41,13 @@ def test_the_tokens_over_the_worker_are_the_master_alones(small_cluster):
     assert status == 200, answer
     through_worker = json.loads(answer)["content"]
     bin_dir = json.loads(sh(master, "cat /etc/ansible/facts.d/llama_rpc_build.fact")[1])["bin_dir"]
-    alone = ""
-    for _attempt in range(3):  # llama-completion loses its last output lines in about 5% of runs
-        code, out = sh(master, f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {SMALL_MODEL} -p '{PROMPT}' -n 12 "
-                               "--temp 0 -no-cnv -fit off 2>/dev/null")
-        alone = out[len(PROMPT):] if out.startswith(PROMPT) else ""
-        if code == 0 and len(alone) >= len(through_worker.rstrip()):
-            break
+
+    def once():
+        run = master.exec_run(["sh", "-c", llama_cpp.greedy_command(bin_dir, SMALL_MODEL, PROMPT, 12)], demux=True)
+        written, log = ((part or b"").decode("utf-8", "replace") for part in run.output)
+        return run.exit_code, log, written
+    written = llama_cpp.until_complete(once)
+    alone = written[len(PROMPT):] if written.startswith(PROMPT) else written
     assert through_worker and alone.rstrip("\n") == through_worker.rstrip("\n"), (alone, through_worker)
 
 

@@ -55,7 +55,15 @@ def wait_until_booted(container, timeout=120):
 def sh(container, command):
     """A shell command in the container: (exit code, its output stripped)."""
     result = container.exec_run(["sh", "-c", command])
-    return result.exit_code, result.output.decode().strip()
+    return result.exit_code, result.output.decode("utf-8", "replace").strip()
+
+
+def checked_sh(container, command):
+    """A shell command in the container that must succeed: its output stripped (a failure is an AssertionError with
+    the container, the command and the output's end)."""
+    code, output = sh(container, command)
+    assert code == 0, f"{container.name}: {command}: exit {code}: {output[-2000:]}"
+    return output
 
 
 def security_exposure(analysis):

@@ -151,6 +151,35 @@ perf = llama_log.perf
 complete = llama_log.complete
 
 
+# llama-server's settings on a master, the environment file its unit reads (rpc_master's server.env.j2).
+SERVER_ENV = "/etc/llama-rpc/server.env"
+
+
+def server_url(env_text):
+    """llama-server's URL, from the text of SERVER_ENV."""
+    env = dict(line.split("=", 1) for line in env_text.splitlines() if "=" in line and not line.startswith("#"))
+    return f"http://{env['LLAMA_ARG_HOST']}:{env['LLAMA_ARG_PORT']}"
+
+
+def greedy_command(bin_dir, model, prompt, tokens, options=""):
+    """The shell command for llama-completion, greedy (--temp 0), one prompt, no chat template, no fitting: what the
+    tests compare a cluster's tokens with."""
+    return (f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {model} {options} -p '{prompt}' -n {tokens} "
+            "--temp 0 -no-cnv -fit off")
+
+
+def until_complete(run, attempts=6):
+    """Runs a llama-completion once more while it exits 0 without its closing timing lines: it loses its last output
+    lines in about 5% of runs (once three in a row here), an unflushed logger. run() runs it once, wherever it runs,
+    and returns (exit code, log, result); returns the last run's result."""
+    for attempt in range(attempts):
+        code, log, result = run()
+        if code != 0 or complete(log):
+            return result
+        print(f"attempt {attempt + 1}: llama-completion lost its last output lines, running it again")
+    return result
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -16,6 +16,8 @@ command 14 with 24 zero bytes; the answer starts with the protocol's major, mino
 import contextlib
 import time
 
+from tests.tools import containers
+
 IMAGE = "llama-rpc-testbed:bookworm"
 
 # Runs in the outsider: ARP replies "<address> is at <our MAC>" to the target, every half second until killed.
@@ -85,9 +87,7 @@ class Outsider:
         self.container.remove(force=True)
 
     def sh(self, command):
-        result = self.container.exec_run(["sh", "-c", command])
-        assert result.exit_code == 0, f"{command}: {result.output.decode()}"
-        return result.output.decode().strip()
+        return containers.checked_sh(self.container, command)
 
     @contextlib.contextmanager
     def taking(self, address, target, also=()):

@@ -22,7 +22,7 @@ import testinfra.utils.ansible_runner
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
-from tests.tools import collection, model_shapes, plan_check  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools import collection, llama_cpp, model_shapes, plan_check  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log  # noqa: E402  pylint: disable=wrong-import-position
@@ -46,13 +46,16 @@ def completion(host, bin_dir, path, workers, plan=None, tokens=12):
     bytes, the log). Random weights generate bytes that are not text: they are compared as bytes."""
     rpc = (f"--rpc {','.join(workers)} -ngl {plan['n_gpu_layers']} -ts {','.join(map(str, plan['tensor_split']))}"
            if plan else "")
-    for _attempt in range(6):  # llama-completion loses its last output lines in about 5% of runs (once three in a row)
-        run = host.run(f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {path} {rpc} -c {CONTEXT} -p '{PROMPT}' "
-                       f"-n {tokens} --temp 0 -no-cnv -fit off -lv 4 >/tmp/family.out 2>/tmp/family.log")
+    command = llama_cpp.greedy_command(bin_dir, path, PROMPT, tokens, f"{rpc} -c {CONTEXT} -lv 4")
+
+    def once():
+        code = host.run(f"{command} >/tmp/family.out 2>/tmp/family.log").rc
         log = host.file("/tmp/family.log").content.decode("utf-8", "replace")
-        if run.rc == 0 and llama_log.complete(log):
-            return host.file("/tmp/family.out").content[len(PROMPT):], log
-    raise AssertionError(f"llama-completion failed: {run.rc} {log[-2000:]}")
+        return code, log, (code, log)
+    code, log = llama_cpp.until_complete(once)
+    if code != 0 or not llama_log.complete(log):
+        raise AssertionError(f"llama-completion failed: {code} {log[-2000:]}")
+    return host.file("/tmp/family.out").content[len(PROMPT):], log
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +77,7 @@ def cluster(host, tmp_path_factory):
         host.check_output("systemctl start llama-server llama-server-watchdog")
         host.run("rm -rf /srv/families /tmp/family.log /tmp/family.out")
         # serving again before the next tests (the gateway's checks take a cluster out while it loads)
-        settings = host.file("/etc/llama-rpc/server.env").content_string
-        health = "http://%s:%s/health" % (settings.split("LLAMA_ARG_HOST=")[1].split()[0],
-                                          settings.split("LLAMA_ARG_PORT=")[1].split()[0])
+        health = llama_cpp.server_url(host.file(llama_cpp.SERVER_ENV).content_string) + "/health"
         probe = f"python3 -c 'import urllib.request; urllib.request.urlopen(\"{health}\", timeout=5)'"
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and host.run(probe).rc != 0:

@@ -20,7 +20,7 @@ import testinfra.utils.ansible_runner
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 sys.path.insert(0, str(ROOT))
-from tests.tools import collection, packet_capture  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools import collection, containers, llama_cpp, packet_capture  # noqa: E402  pylint: disable=wrong-import-position
 from tests.tools.outsider import Outsider, interface_address  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
@@ -43,9 +43,7 @@ PRIVATE_KEY = "/etc/llama-rpc-tunnel/private.key"
 # Runs on a master: greedy generation through its llama-server; prints the status and the text.
 GREEDY = """
 import json, sys, urllib.request
-env = dict(line.split("=", 1) for line in open("/etc/llama-rpc/server.env").read().splitlines() if "=" in line and line[0] != "#")
-request = urllib.request.Request("http://%s:%s/completion" % (env["LLAMA_ARG_HOST"], env["LLAMA_ARG_PORT"]),
-                                 headers={"Authorization": "Bearer " + sys.argv[1]},
+request = urllib.request.Request(sys.argv[2] + "/completion", headers={"Authorization": "Bearer " + sys.argv[1]},
                                  data=json.dumps({"prompt": "Once upon a time", "n_predict": 8, "temperature": 0}).encode())
 try:
     with urllib.request.urlopen(request, timeout=60) as reply:
@@ -61,10 +59,7 @@ def fixture_docker_hosts():
     return client, {name: client.containers.get(name) for name in (TUNNEL_MASTER, TUNNEL_WORKER, PLAIN_MASTER, PLAIN_WORKER)}
 
 
-def sh(container, command):
-    result = container.exec_run(["sh", "-c", command])
-    assert result.exit_code == 0, f"{container.name}: {command}: {result.output.decode()}"
-    return result.output.decode().strip()
+sh = containers.checked_sh
 
 
 def published(container):
@@ -74,8 +69,9 @@ def published(container):
 def greedy(master, timeout=180):
     """The master's llama-server's greedy tokens, once it serves (it may be loading its model)."""
     deadline = time.monotonic() + timeout
+    url = llama_cpp.server_url(sh(master, f"cat {llama_cpp.SERVER_ENV}"))
     while True:
-        status, _sep, text = sh(master, f"python3 -c '{GREEDY}' {KEY}").partition(" ")
+        status, _sep, text = sh(master, f"python3 -c '{GREEDY}' {KEY} {url}").partition(" ")
         if status == "200":
             return json.loads(text)
         assert time.monotonic() < deadline, f"{master.name}'s llama-server does not serve: {text[:300]}"
