@@ -2,7 +2,7 @@
 cluster (conftest.py, small_cluster), twice at small sizes: the first measures everything (tokens/s on the master alone
 and over the worker, the loads cold, staged and warm beside the load-time model's predictions, the network, clients at
 once on llama-server), the second compares itself with the first. This proves the plumbing; make bench and make
-bench-first-load measure. The cluster scenario runs it on two workers behind a master without a package mirror."""
+bench-first-load measure. The cluster scenario runs it on two workers, one without a package mirror."""
 
 import json
 
@@ -39,7 +39,7 @@ def test_tokens_per_second_on_the_master_alone_and_over_the_worker(benched):
 
 
 def test_the_loads_beside_the_load_time_models_predictions(benched):
-    first, _second, measured, _compared, _results = benched
+    first, _second, measured, _compared, results = benched
     load = measured["load"]
     assert set(load["breakdown"]) == {"cold", "staged", "warm"} and load["master_read_hash_ms"] > 0, load
     # the staged load finds the worker's cache filled by rpc_master's staging: hashes go, no weights
@@ -49,13 +49,15 @@ def test_the_loads_beside_the_load_time_models_predictions(benched):
         assert load["predicted_ms"][state] > 0, load
         assert load["summary"][f"{state}_measured_over_predicted"] == round(load[f"{state}_ms"] / load["predicted_ms"][state], 2)
     assert "cold: measured " in first and "measured / predicted" in first
+    assert load["cold_bytes_sent"] > 0 and "| staged |" in (results / "first.md").read_text(), load
 
 
 def test_the_network_and_clients_at_once(benched):
     _first, _second, measured, _compared, results = benched
     assert measured["network"]["raw_tcp_mbit_per_s"] > 0 and measured["network"]["tool"].startswith("iperf 3"), measured["network"]
     concurrency = measured["concurrency"]
-    assert [level["clients"] for level in concurrency["levels"]] == [1, 2], concurrency
+    # the plan's slots (conftest.py asks for 2), each client streaming 8 tokens (the server's own count)
+    assert concurrency["slots"] == 2 and [level["clients"] for level in concurrency["levels"]] == [1, 2], concurrency
     for level in concurrency["levels"]:
         assert level["failed"] == 0 and level["completion_tokens"] == 8 * level["clients"], level
         assert 0 < level["ttft_ms_p95"] <= level["latency_ms_p95"] and level["tokens_per_second"] > 0, level

@@ -1,11 +1,11 @@
 """The gateway role alone, for a change to it (`make role ROLE=gateway`, minutes warm): HAProxy on a fresh systemd
 host in front of the smallest cluster (conftest.py, small_cluster), deployed by playbooks/gateway.yml, which reads what
-the master published. Through it the greedy tokens are the master's own; only TLS with a client key gets through; the
-keys stay out of the configuration and the logs; a re-run changes nothing. The cluster scenario checks the gateway in
-front of two clusters, one of them stopped and started again (make molecule SCENARIOS=cluster)."""
+the master published. Through it the greedy tokens are the master's own and a streamed chat completion passes; only
+TLS with a client key gets through, refused at the edge; the keys stay out of the configuration and the logs; a re-run
+changes nothing. The cluster scenario checks the gateway in front of two clusters, requests spread over both, one of
+them stopped and started again (make molecule SCENARIOS=cluster)."""
 
 import json
-import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from tests.integration.conftest import SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, ROOT, server_url, small_cluster_inventory
-from tests.tools import containers
+from tests.tools import containers, gateway_client
 
 GATEWAY = "llama-alone-gateway"
 CLIENT_KEYS = ["alone-gateway-key", "alone-gateway-key-2"]  # test keys, not the master's; a real one is in Vault
@@ -45,20 +45,13 @@ def gateway(small_cluster, tmp_path_factory):
 
 
 def call(gateway, path, body=None, key=CLIENT_KEYS[0]):
-    """One request through the gateway from this machine: (status, body); status 0 when no HTTP reply came."""
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    request = urllib.request.Request(gateway.url + path, data=None if body is None else json.dumps(body).encode(),
-                                     headers=headers)
-    try:
-        with urllib.request.urlopen(request, context=gateway.context, timeout=60) as reply:
-            return reply.status, reply.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode("utf-8", "replace")
+    return gateway_client.call(gateway, path, body, key)
 
 
 def test_through_the_gateway_the_tokens_are_the_masters_own(gateway):
-    status, body = call(gateway, "/completion", GREEDY)
-    assert status == 200, body
+    assert "TASK [graviton.llama_rpc.gateway : Read the masters' published state]" in gateway.output
+    status, cluster, body = call(gateway, "/completion", GREEDY)
+    assert status == 200 and cluster == SMALL_MASTER, (status, cluster, body)
     direct = urllib.request.Request(server_url(gateway.master) + "/completion",
                                     data=json.dumps(GREEDY).encode(), headers={"Authorization": f"Bearer {SMALL_SERVER_KEY}"})
     with urllib.request.urlopen(direct, timeout=60) as reply:
@@ -66,20 +59,26 @@ def test_through_the_gateway_the_tokens_are_the_masters_own(gateway):
     assert own.strip() and json.loads(body)["content"] == own, (body, own)
 
 
+def test_a_streamed_chat_completion_passes_through(gateway):
+    request = urllib.request.Request(
+        gateway.url + "/v1/chat/completions",
+        data=json.dumps({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8, "stream": True}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {CLIENT_KEYS[0]}"})
+    with urllib.request.urlopen(request, context=gateway.context, timeout=60) as reply:
+        assert reply.headers.get_content_type() == "text/event-stream"
+        events = [line for line in reply.read().decode().splitlines() if line.startswith("data: ")]
+    assert len(events) >= 3 and events[-1] == "data: [DONE]", events
+
+
 def test_only_tls_with_a_client_key_gets_through(gateway):
     for key in (None, "not-a-key", SMALL_SERVER_KEY):  # the master's own key is its, not a client's
-        status, body = call(gateway, "/health", key=key)
-        assert status == 401 and "Invalid API Key" in body, (key, status, body)
+        status, cluster, body = call(gateway, "/health", key=key)
+        assert status == 401 and cluster is None and "Invalid API Key" in body, (key, status, body)  # at the edge
     for key in CLIENT_KEYS:
         assert call(gateway, "/health", key=key)[0] == 200
-    host, port = gateway.url.removeprefix("https://").rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as plain:  # plain HTTP gets no HTTP answer
-        plain.sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {CLIENT_KEYS[0]}\r\n\r\n".encode())
-        try:
-            answer = plain.recv(1024)
-        except ConnectionResetError:
-            answer = b""
+    answer = gateway_client.plain_http_answer(gateway.url, CLIENT_KEYS[0])  # plain HTTP gets no HTTP answer
     assert not answer.startswith(b"HTTP/"), answer
+    # A client that does not trust the gateway's certificate is refused by its own TLS check.
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         urllib.request.urlopen(gateway.url + "/health", context=ssl.create_default_context(), timeout=10)
 
@@ -89,9 +88,14 @@ def test_keys_stay_out_of_the_configuration_and_the_logs(gateway):
     assert not any(key in sh(gateway.host, "cat /etc/llama-rpc-gateway/haproxy.cfg")[1] for key in keys)
     for secret in ("api-keys", "backend.env", "tls.pem.key"):
         assert sh(gateway.host, f"stat -c '%U %G %a' /etc/llama-rpc-gateway/{secret}")[1] == "root root 600", secret
+    assert sh(gateway.host, "systemctl is-active llama-rpc-gateway")[1] == "active"
     journal = sh(gateway.host, "journalctl -u llama-rpc-gateway --no-pager -o cat")[1]
-    assert f" llama_servers/{SMALL_MASTER} " in journal  # it logs each request: the check above has lines to look in
     assert not any(key in journal or key in gateway.output for key in keys)
+    # It does log each request (so the check above has lines to look in): served by the cluster, or refused at the edge.
+    lines = journal.splitlines()
+    assert any(f" llama_servers/{SMALL_MASTER} " in line and " 200 " in line and '"POST /completion HTTP/1.1"' in line
+               for line in lines), journal[-2000:]
+    assert any(" llama_gateway/<NOSRV> " in line and " 401 " in line for line in lines), journal[-2000:]
 
 
 def test_a_rerun_changes_nothing(gateway):

@@ -79,9 +79,7 @@ def worker(name):
 
 
 def server_url(host):
-    env = host.file("/etc/llama-rpc/server.env").content_string
-    settings = dict(line.split("=", 1) for line in env.splitlines() if "=" in line and not line.startswith("#"))
-    return f"http://{settings['LLAMA_ARG_HOST']}:{settings['LLAMA_ARG_PORT']}"
+    return llama_cpp.server_url(host.file(llama_cpp.SERVER_ENV).content_string)
 
 
 def complete(host, key=KEY):
@@ -278,13 +276,12 @@ def test_the_set_over_the_workers_gives_the_tokens_of_one_file_on_the_master_alo
     prompt = "Once upon a time"
     through_workers = greedy(host, prompt)
     bin_dir = json.loads(host.file("/etc/ansible/facts.d/llama_rpc_build.fact").content_string)["bin_dir"]
-    alone = ""
-    for _attempt in range(3):  # llama-completion loses its last output lines in about 5% of runs
-        run = host.run(f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m /srv/model-source/tiny.gguf -p '{prompt}' -n 12 "
-                       f"--temp 0 -no-cnv -fit off 2>/dev/null")
-        alone = run.stdout[len(prompt):] if run.stdout.startswith(prompt) else ""
-        if run.rc == 0 and len(alone) >= len(through_workers):
-            break
+
+    def once():
+        run = host.run(llama_cpp.greedy_command(bin_dir, "/srv/model-source/tiny.gguf", prompt, 12))
+        return run.rc, run.stderr, run.stdout
+    written = llama_cpp.until_complete(once)
+    alone = written[len(prompt):] if written.startswith(prompt) else written
     assert alone.rstrip("\n") == through_workers, (alone, through_workers)
 
     plan = json.loads(host.file(MASTER_STATE).content_string)["plan"]
@@ -815,58 +812,30 @@ def test_model_from_s3_refusals(host, s3_model):
     wait_until_serving(host)
 
 
-def test_bench_writes_report_chart_and_comparison(host, tmp_path):
-    """playbooks/bench.yml on this cluster, twice: JSON, Markdown, a real PNG, and the ratios of the second run
-    against the first (the second without the loads and the network, which the first measured). Small sizes: this
-    proves the plumbing; make bench and make bench-first-load measure."""
+def test_bench_runs_over_both_workers_and_measures_from_one_without_a_mirror(host, tmp_path):
+    """playbooks/bench.yml on this cluster at small sizes, tokens and network only: tokens/s on the master alone, over
+    one worker and over both, and iperf3 on the first worker, which has no package mirror, from the packages the master
+    fetched for it; then the pre-flight's advice quotes what it measured. The loads beside the load-time model, clients
+    at once and a second run compared with the first are the bench role's own checks on the smallest cluster
+    (tests/integration/test_bench_alone.py)."""
     quick = {"bench_n_prompt": [16], "bench_n_gen": [8], "bench_repetitions": 1, "bench_tcp_megabytes": 64,
-             "bench_results_dir": str(tmp_path), "bench_concurrency": [1, 2], "bench_concurrency_requests": 1,
-             "bench_concurrency_tokens": 8}
+             "bench_results_dir": str(tmp_path), "bench_name": "cluster", "bench_load": False, "bench_concurrency": []}
     command = ["ansible-playbook", "-i", PLAYBOOK_INVENTORY, "--limit", CLUSTER, str(ROOT / "playbooks" / "bench.yml")]
-    first = subprocess.run(command + ["-e", json.dumps(dict(quick, bench_name="first"))], capture_output=True, text=True,
-                           timeout=1200, check=False)
-    assert first.returncode == 0, first.stdout[-4000:]
-    tokens_only = dict(quick, bench_name="second", bench_load=False, bench_network=False, bench_concurrency=[],
-                       bench_compare_with=str(tmp_path / "first.json"))
-    second = subprocess.run(command + ["-e", json.dumps(tokens_only)], capture_output=True, text=True, timeout=1200, check=False)
-    assert second.returncode == 0, second.stdout[-4000:]
-    measured, result = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second"))
-    counts = sorted({run["workers"] for run in result["runs"]})
+    run = subprocess.run(command + ["-e", json.dumps(quick)], capture_output=True, text=True, timeout=1200, check=False)
+    assert run.returncode == 0, run.stdout[-4000:]
+    result = json.loads((tmp_path / "cluster.json").read_text())
+    counts = sorted({bench_run["workers"] for bench_run in result["runs"]})
     assert counts == [0, 1, 2], counts
-    assert all(run["tokens_per_second"] > 0 for run in result["runs"])
-    assert measured["load"]["cold_bytes_sent"] > 0 and measured["network"]["raw_tcp_mbit_per_s"] > 0
-    # iperf3 measured it: on the first worker, which has no package mirror, from the packages the master fetched for it
-    assert measured["network"]["tool"].startswith("iperf 3"), measured["network"]
+    assert all(bench_run["tokens_per_second"] > 0 for bench_run in result["runs"])
+    assert "| Test | master alone | 1 worker | 2 workers |" in (tmp_path / "cluster.md").read_text()
+    assert result["network"]["raw_tcp_mbit_per_s"] > 0 and result["network"]["tool"].startswith("iperf 3"), result["network"]
     first_worker = worker(RUNNER.get_hosts(WORKER_GROUP)[0])
-    assert measured["network"]["path"].endswith(" -> " + RUNNER.get_hosts(WORKER_GROUP)[0])
+    assert result["network"]["path"].endswith(" -> " + RUNNER.get_hosts(WORKER_GROUP)[0])
     assert first_worker.package("iperf3").is_installed and first_worker.package("libiperf0").is_installed
-    # The staged load: the workers' caches were filled before it (by rpc_master's staging), so it sends hashes and
-    # stores nothing; the cold one stores what the staging sent.
-    load = measured["load"]
-    assert load["staged_bytes_sent"] <= 0.05 * measured["model"]["file_size"], load
-    assert load["staged_cache_bytes_written"] == 0 and load["cold_cache_bytes_written"] >= load["staging_bytes"] > 0, load
-    assert set(load["breakdown"]) == {"cold", "staged", "warm"} and load["master_read_hash_ms"] > 0, load
-    # Each load beside rpc_master's prediction for the deployed plan (the load-time model), and their ratio, printed.
-    assert set(load["predicted_ms"]) == {"cold", "staged", "warm"} and min(load["predicted_ms"].values()) >= 0, load
-    for state in ("cold", "staged", "warm"):
-        if load["predicted_ms"][state] > 0:
-            assert load["summary"][f"{state}_measured_over_predicted"] == round(load[f"{state}_ms"] / load["predicted_ms"][state], 2)
-    assert "cold: measured " in first.stdout and "measured / predicted" in first.stdout
-    assert "| staged |" in (tmp_path / "first.md").read_text() and not result["load"]
-    # llama-server, started again, with 1 then 2 streaming clients, each request 8 tokens (the server's own count).
-    concurrency = measured["concurrency"]
-    assert concurrency["slots"] == 4 and [level["clients"] for level in concurrency["levels"]] == [1, 2], concurrency
-    for level in concurrency["levels"]:
-        assert level["failed"] == 0 and level["completion_tokens"] == 8 * level["clients"], level
-        assert 0 < level["ttft_ms_p95"] <= level["latency_ms_p95"] and level["tokens_per_second"] > 0, level
-    assert "| 2 | 2 | 0 |" in (tmp_path / "first.md").read_text() and not result["concurrency"]
-    assert (tmp_path / "second.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "| Test | master alone | 1 worker | 2 workers |" in (tmp_path / "second.md").read_text()
-    assert "tg8, 2 workers tokens/s" in second.stdout and " x" in second.stdout
     # The pre-flight's advice now quotes what the bench measured (local fact llama_rpc_bench): the master alone against
     # the two workers.
     refused = infer({"rpc_master_refuse_needless_split": True})
     assert_refused(host, refused, "bench.yml measured it (", "tokens/s on the master alone", "through 2 worker(s)")
-    print("bench: " + json.dumps({run["test"] + "/" + str(run["workers"]): run["tokens_per_second"] for run in result["runs"]}))
-    print(f"bench: load {load}, network {measured['network']}")
+    print("bench: " + json.dumps({bench_run["test"] + "/" + str(bench_run["workers"]): bench_run["tokens_per_second"]
+                                  for bench_run in result["runs"]}) + f", network {result['network']}")
     wait_until_serving(host)
