@@ -48,7 +48,7 @@ def run_qemu(cpu_model, binary, *args, timeout=600):
 
 def generate(command, env=None, attempts=3):
     """Run a llama-completion command, again while it loses its last output lines (llama_cpp.until_complete)."""
-    environment = dict(os.environ, GGML_NO_BACKTRACE="1", **(env or {}))
+    environment = {**os.environ, "GGML_NO_BACKTRACE": "1", **(env or {})}
 
     def once():
         # errors="replace": random weights generate bytes that are not UTF-8
