@@ -75,7 +75,7 @@ class Cluster:
         return next(iter(self.container(name).attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
 
     def url(self):
-        return llama_cpp.server_url(self.sh(self.master_name, f"cat {llama_cpp.SERVER_ENV}"))
+        return llama_cpp.container_server_url(self.container(self.master_name))
 
     def site(self, *extra_vars, playbook="site.yml"):
         """Runs site.yml (or another playbook); returns (changed tasks summed over the hosts, seconds, output); the

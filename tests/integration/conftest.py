@@ -50,11 +50,6 @@ def small_cluster_inventory(directory, gateway=None, **group_vars):
     return path
 
 
-def server_url(master):
-    """llama-server's URL on the small cluster's master."""
-    return llama_cpp.server_url(containers.sh(master, f"cat {llama_cpp.SERVER_ENV}")[1])
-
-
 @pytest.fixture(scope="session")
 def small_cluster(x86_build, tmp_path_factory):
     """The master and its worker, deployed. Yields (hosts by name, the inventory's directory, deploy.yml's output)."""

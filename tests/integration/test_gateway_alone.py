@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import docker
 import pytest
 
-from tests.integration.conftest import SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, ROOT, server_url, small_cluster_inventory
-from tests.tools import containers, gateway_client
+from tests.integration.conftest import SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, ROOT, small_cluster_inventory
+from tests.tools import containers, gateway_client, llama_cpp
 
 GATEWAY = "llama-alone-gateway"
 CLIENT_KEYS = ["alone-gateway-key", "alone-gateway-key-2"]  # test keys, not the master's; a real one is in Vault
@@ -52,7 +52,7 @@ def test_through_the_gateway_the_tokens_are_the_masters_own(gateway):
     assert "TASK [graviton.llama_rpc.gateway : Read the masters' published state]" in gateway.output
     status, cluster, body = call(gateway, "/completion", GREEDY)
     assert status == 200 and cluster == SMALL_MASTER, (status, cluster, body)
-    direct = urllib.request.Request(server_url(gateway.master) + "/completion",
+    direct = urllib.request.Request(llama_cpp.container_server_url(gateway.master) + "/completion",
                                     data=json.dumps(GREEDY).encode(), headers={"Authorization": f"Bearer {SMALL_SERVER_KEY}"})
     with urllib.request.urlopen(direct, timeout=60) as reply:
         own = json.load(reply)["content"]

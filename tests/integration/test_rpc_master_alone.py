@@ -6,7 +6,7 @@ among the others, over SSH, with a three-part set, faults and refusals (make mol
 
 import json
 
-from tests.integration.conftest import SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_WORKER, ROOT, server_url
+from tests.integration.conftest import SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_WORKER, ROOT
 from tests.tools import containers, llama_cpp
 
 sh = containers.sh
@@ -29,7 +29,7 @@ except urllib.error.HTTPError as error:
 
 def server(master, path, key=SMALL_SERVER_KEY, body=None):
     """(status, body) of llama-server's answer on the master, at the address and port its unit reads."""
-    command = ["python3", "-c", REQUEST, server_url(master) + path, key, json.dumps(body) if body else ""]
+    command = ["python3", "-c", REQUEST, llama_cpp.container_server_url(master) + path, key, json.dumps(body) if body else ""]
     status, _sep, answer = master.exec_run(command).output.decode().partition("\n")
     return int(status), answer
 

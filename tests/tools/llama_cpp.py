@@ -161,6 +161,14 @@ def server_url(env_text):
     return f"http://{env['LLAMA_ARG_HOST']}:{env['LLAMA_ARG_PORT']}"
 
 
+def container_server_url(container):
+    """llama-server's URL on a master that is a docker container, from its SERVER_ENV."""
+    result = container.exec_run(["cat", SERVER_ENV])
+    output = result.output.decode("utf-8", "replace")
+    assert result.exit_code == 0, f"{container.name}: cat {SERVER_ENV}: exit {result.exit_code}: {output[-2000:]}"
+    return server_url(output)
+
+
 def greedy_command(bin_dir, model, prompt, tokens, options=""):
     """The shell command for llama-completion, greedy (--temp 0), one prompt, no chat template, no fitting: what the
     tests compare a cluster's tokens with."""

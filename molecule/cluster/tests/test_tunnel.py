@@ -69,7 +69,7 @@ def published(container):
 def greedy(master, timeout=180):
     """The master's llama-server's greedy tokens, once it serves (it may be loading its model)."""
     deadline = time.monotonic() + timeout
-    url = llama_cpp.server_url(sh(master, f"cat {llama_cpp.SERVER_ENV}"))
+    url = llama_cpp.container_server_url(master)
     while True:
         status, _sep, text = sh(master, f"python3 -c '{GREEDY}' {KEY} {url}").partition(" ")
         if status == "200":
