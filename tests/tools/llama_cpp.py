@@ -105,6 +105,19 @@ def build(name, cpu_cmake_args, targets, toolchain=None):
     return build_dir / "bin"
 
 
+def cpu_probe(build_bin, compiler):
+    """tests/tools/ggml_cpu_probe.c linked with the ggml libraries of a build() that built ggml-rpc-server: a program
+    that prints the build's system_info line and checks one matrix product, so an Arm build's flags are proven
+    without compiling libllama. Returns its path, in the build's bin directory."""
+    libraries = build_bin.parent / "ggml" / "src"
+    probe = build_bin / "ggml-cpu-probe"
+    subprocess.run([compiler, "-O2", "-x", "c", str(Path(__file__).with_name("ggml_cpu_probe.c")), "-x", "none",
+                    f"-I{source_dir() / 'ggml' / 'include'}", "-o", str(probe)]
+                   + [str(libraries / f"libggml{part}.a") for part in ("", "-cpu", "-base")] + ["-fopenmp", "-lpthread", "-lm"],
+                   check=True, capture_output=True, text=True)
+    return probe
+
+
 def role_build(work_dir):
     """llama.cpp for this machine (x86_64), built by the llama_build role itself the way the scenarios build it: in a
     Debian 12 container with their compiler cache (ccache-bookworm), and kept in the controller's cache of built
