@@ -2,8 +2,9 @@
 Graviton3 and Graviton4, run under qemu-user with those CPUs' SVE vector lengths, serving an x86
 master over RPC, and refused (not crashed) where the CPU lacks what the build needs.
 
-What an Arm worker runs is built: ggml and its RPC server, and a probe linked with the same ggml libraries
-(tests/tools/ggml_cpu_probe.c) that prints the system_info line llama.cpp prints and checks a matrix product. Not
+What an Arm worker runs is built: ggml and its RPC server, and the llama_build role's CPU probe linked with the same
+ggml libraries (roles/llama_build/files/llama-cpu-probe.c, which every build carries) that prints the system_info line
+llama.cpp prints and checks a matrix product. Not
 libllama: compiling it under the cross compiler took most of this test's 16 minutes on a fresh machine, to print
 one line.
 
@@ -69,7 +70,7 @@ def test_flags_and_sve_width_under_qemu(arm_build):
     right there (tokens generated on this build: the next test)."""
     name, cpu, bin_dir = arm_build
     vector_bytes = GRAVITONS[name][1]
-    result = run_qemu(f"max,sve-default-vector-length={vector_bytes}", bin_dir / "ggml-cpu-probe")
+    result = run_qemu(f"max,sve-default-vector-length={vector_bytes}", bin_dir / "llama-cpu-probe")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     info = llama_cpp.system_info(result.stdout)
     print(f"{name}: {cpu['arm_arch']} -> system_info {info}; {result.stdout.splitlines()[-1]}")
@@ -107,7 +108,7 @@ def test_x86_master_generates_through_an_aarch64_worker(arm_build, x86_build, mo
 
 def test_graviton4_build_dies_on_a_cpu_without_sve():
     """What the refusal prevents: the Graviton4 build's ggml on a Neoverse N1 (Graviton2) dies at once."""
-    result = run_qemu("neoverse-n1", build_for("graviton4") / "ggml-cpu-probe")
+    result = run_qemu("neoverse-n1", build_for("graviton4") / "llama-cpu-probe")
     print(f"graviton4 build on neoverse-n1: exit {result.returncode}")
     assert result.returncode == -signal.SIGILL
 

@@ -26,6 +26,8 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_lo
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_CACHE = Path(os.environ.get("LLAMA_RPC_BUILD_CACHE", Path.home() / ".cache" / "graviton-llama-rpc" / "build"))
 TOOLCHAINS = Path(__file__).resolve().parent / "toolchains"
+# The llama_build role's CPU probe, which the Arm proof links with its cross-built ggml as the role does
+CPU_PROBE_SOURCE = ROOT / "roles" / "llama_build" / "files" / "llama-cpu-probe.c"
 
 
 def fixed_cmake_args():
@@ -106,12 +108,13 @@ def build(name, cpu_cmake_args, targets, toolchain=None):
 
 
 def cpu_probe(build_bin, compiler):
-    """tests/tools/ggml_cpu_probe.c linked with the ggml libraries of a build() that built ggml-rpc-server: a program
-    that prints the build's system_info line and checks one matrix product, so an Arm build's flags are proven
-    without compiling libllama. Returns its path, in the build's bin directory."""
+    """The llama_build role's CPU probe (roles/llama_build/files/llama-cpu-probe.c) linked, as the role links it, with
+    the ggml libraries of a build() that built ggml-rpc-server: a program that prints the build's system_info line and
+    checks one matrix product, so an Arm build's flags are proven without compiling libllama. Returns its path, in the
+    build's bin directory."""
     libraries = build_bin.parent / "ggml" / "src"
-    probe = build_bin / "ggml-cpu-probe"
-    subprocess.run([compiler, "-O2", "-x", "c", str(Path(__file__).with_name("ggml_cpu_probe.c")), "-x", "none",
+    probe = build_bin / "llama-cpu-probe"
+    subprocess.run([compiler, "-O2", "-x", "c", str(CPU_PROBE_SOURCE), "-x", "none",
                     f"-I{source_dir() / 'ggml' / 'include'}", "-o", str(probe)]
                    + [str(libraries / f"libggml{part}.a") for part in ("", "-cpu", "-base")] + ["-fopenmp", "-lpthread", "-lm"],
                    check=True, capture_output=True, text=True)

@@ -4,6 +4,7 @@ tells the truth."""
 
 import json
 import os
+import re
 
 import pytest
 import testinfra.utils.ansible_runner
@@ -48,6 +49,14 @@ def test_version_is_the_pinned_source(host):
         pytest.skip("the RPC server prints no version: test_build_record checks this build's commit")
     out = host.run(f"{PREFIX}/current/bin/llama-completion --version")
     assert f"(build 11312, commit {os.environ['LLAMA_RPC_TEST_ARCHIVE_COMMIT']})" in out.stdout + out.stderr
+
+
+def test_the_cpu_probe_reports_the_features_the_flags_promise_and_computes_right(host):
+    """Every build, the worker-only one too, carries the role's CPU probe, which the role ran before installing it."""
+    promised = record(host)["system_info"]
+    out = host.run(f"{PREFIX}/current/bin/llama-cpu-probe")
+    assert out.rc == 0 and "largest error" in out.stdout, out.stdout + out.stderr
+    assert promised and set(promised) <= set(re.findall(r"([A-Z0-9_]+) = 1", out.stdout)), (promised, out.stdout)
 
 
 def test_build_record(host):

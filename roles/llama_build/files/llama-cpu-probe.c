@@ -1,6 +1,9 @@
-// What a ggml build does on this CPU, without a model: the CPU features it was compiled with (llama.cpp's
-// system_info line, printed the same way) and one matrix product through ggml's vector kernels, checked against
-// plain C. The Arm proof (tests/integration/test_arm_cross.py) runs it under qemu with each Graviton's flags.
+// llama-cpu-probe: what a ggml build does on this CPU, without a model. It prints the CPU features the build was
+// compiled with (llama.cpp's system_info line, printed the same way) and runs one matrix product through ggml's
+// vector kernels, checked against plain C; it exits 1 if the product is wrong. The llama_build role links it with
+// every build's ggml and runs it on every host before installing the build, so a build of the worker's program
+// alone is checked as fully as one with llama-server. The Arm proof (tests/integration/test_arm_cross.py) runs it
+// under qemu with each Graviton's flags.
 #include <math.h>
 #include <stdio.h>
 
@@ -19,6 +22,7 @@ int main(void) {
         printf("%s = %s | ", feature->name, feature->value);
     }
     printf("\n");
+    fflush(stdout);  // the line is read even if the kernels below die
 
     struct ggml_init_params params = { .mem_size = 16 * 1024 * 1024, .mem_buffer = NULL, .no_alloc = false };
     struct ggml_context * ctx = ggml_init(params);
