@@ -23,6 +23,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   results:
     description: The result to write (see the role C(bench)).
@@ -44,10 +45,6 @@ options:
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -23,6 +23,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   cpuinfo_path:
     description: Where to read the cpuinfo text.
@@ -65,10 +66,6 @@ options:
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - Neoverse V2 is Graviton4 on EC2, but also NVIDIA Grace and other chips; the name is only a label, the
     flags come from the features.

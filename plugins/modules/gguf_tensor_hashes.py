@@ -21,6 +21,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   path:
     description: The GGUF model file (a multi-part set's first part).
@@ -38,10 +39,6 @@ attributes:
   check_mode:
     support: full
     details: Hashes (it only reads) but does not write the manifest.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

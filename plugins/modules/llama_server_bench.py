@@ -23,6 +23,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   url:
     description: llama-server's base URL (C(http://10.0.1.10:8080)); C(https) works too.
@@ -56,10 +57,6 @@ options:
 attributes:
   check_mode:
     support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -29,6 +29,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   parts:
     description:
@@ -87,10 +88,6 @@ attributes:
   check_mode:
     support: full
     details: Reports what it would fetch and verify; fetches and hashes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

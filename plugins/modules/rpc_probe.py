@@ -23,6 +23,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   workers:
     description: The workers, as C(host:port) (C([v6addr]:port) for IPv6). 1 to 16 (llama.cpp's limit).
@@ -46,10 +47,6 @@ options:
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - A worker writes to its sockets without handling SIGPIPE. When this probe gives up on a busy worker,
     the worker later answers a connection that is gone; under systemd (which ignores SIGPIPE for

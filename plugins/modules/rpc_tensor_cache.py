@@ -25,6 +25,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   dir:
     description: The directory llama.cpp keeps the cache in (C($LLAMA_CACHE/rpc)).
@@ -60,10 +61,6 @@ attributes:
   check_mode:
     support: full
     details: Reports what it would remove.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -24,6 +24,7 @@ author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   model:
     description: The GGUF model file on the master (a multi-part set's first part); a tensor with a C(path) is read from
@@ -50,10 +51,6 @@ attributes:
   check_mode:
     support: full
     details: Sends nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""
