@@ -89,12 +89,17 @@ def test_check_replace_and_prune(tool, model, tmp_path, capsys):
 
     cache = tmp_path / "instance" / "rpc"
     stranger = cache / ("%016x" % 0x1234)  # a file of a model the cluster no longer serves
+    leftover = cache / (".%016x.partial" % 0x9ABC)  # a temporary file of the stager before it went through rpc-server
+    not_ours = cache / "notes.partial"
     cache.mkdir(parents=True)
-    stranger.write_bytes(b"old model")
+    for path in (stranger, leftover, not_ours):
+        path.write_bytes(b"old model")
     wanted = [{"hash": t["hash"], "size": t["size"]} for t in hashes["tensors"]]
     common = dict(dir=str(cache), owner=OWNER, tool=tool, wanted=wanted)
     checked = run_module(rpc_tensor_cache.main, capsys, **common)
-    assert [removed["why"] for removed in checked["removed"]] == ["unused"] and not stranger.exists()
+    assert sorted((removed["name"], removed["why"]) for removed in checked["removed"]) == [
+        (leftover.name, "partial"), (stranger.name, "unused")]
+    assert not stranger.exists() and not leftover.exists() and not_ours.exists()
     assert len(checked["missing"]) == 6 and checked["fits"] and oct(cache.stat().st_mode & 0o777) == "0o700"
     assert checked["needed_bytes"] == sum(t["size"] for t in hashes["tensors"])
 
