@@ -12,26 +12,12 @@ from tests.tools import containers, llama_cpp
 sh = containers.sh
 PROMPT = "Once upon a time"
 CACHE_DIR = "/var/cache/llama-rpc-worker/main/rpc"
-# Runs on the master: a request to llama-server (POST when a body is given), prints the status, then the body.
-REQUEST = """
-import json, sys, urllib.request, urllib.error
-url, key, body = sys.argv[1], sys.argv[2], sys.argv[3]
-request = urllib.request.Request(url, data=body.encode() if body else None,
-                                 headers={"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})})
-try:
-    with urllib.request.urlopen(request, timeout=60) as reply:
-        print(reply.status)
-        print(reply.read().decode("utf-8", "replace"))
-except urllib.error.HTTPError as error:
-    print(error.code)
-"""
 
 
 def server(master, path, key=SMALL_SERVER_KEY, body=None):
     """(status, body) of llama-server's answer on the master, at the address and port its unit reads."""
-    command = ["python3", "-c", REQUEST, llama_cpp.container_server_url(master) + path, key, json.dumps(body) if body else ""]
-    status, _sep, answer = master.exec_run(command).output.decode().partition("\n")
-    return int(status), answer
+    command = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + path, key, body)
+    return llama_cpp.answer(master.exec_run(command).output.decode())
 
 
 def test_the_tokens_over_the_worker_are_the_master_alones(small_cluster):

@@ -177,6 +177,37 @@ def server_url(env_text):
     return f"http://{env['LLAMA_ARG_HOST']}:{env['LLAMA_ARG_PORT']}"
 
 
+# Runs on a master (python3 -c, argv URL KEY [BODY]): a request to llama-server there, POST of the JSON BODY when given,
+# GET otherwise; prints the status, a newline, then the body (status 0 and the error when nothing answered).
+REQUEST_ON_MASTER = """
+import sys, urllib.request, urllib.error
+url, key, body = sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""
+request = urllib.request.Request(url, data=body.encode() if body else None,
+                                 headers={"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})})
+try:
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        print(reply.status)
+        print(reply.read().decode("utf-8", "replace"))
+except urllib.error.HTTPError as error:
+    print(error.code)
+    print(error.read().decode("utf-8", "replace"))
+except Exception as error:  # refused, reset, timed out: the caller retries or reports it
+    print(0)
+    print(repr(error))
+"""
+
+
+def request_on_master(url, key="", body=None):
+    """The command (an argv list) that sends one request from a master to llama-server: REQUEST_ON_MASTER."""
+    return ["python3", "-c", REQUEST_ON_MASTER, url, key] + ([json.dumps(body)] if body is not None else [])
+
+
+def answer(output):
+    """(status, body) from REQUEST_ON_MASTER's output."""
+    status, _sep, body = output.partition("\n")
+    return int(status), body.rstrip("\n")
+
+
 def container_server_url(container):
     """llama-server's URL on a master that is a docker container, from its SERVER_ENV."""
     from tests.tools import containers  # docker, only here: the benchmarks import this module without it

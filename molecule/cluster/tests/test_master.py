@@ -7,6 +7,7 @@ import glob
 import hashlib
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -44,35 +45,6 @@ MODEL_HOST = "http://127.0.0.1:8000"
 KEY = "molecule-test-key"
 WORKER_UNIT = "llama-rpc-worker@main.service"
 
-# Runs on the master: POST /completion, print the status and the body.
-CLIENT = """
-import json, sys, urllib.request, urllib.error
-url, key = sys.argv[1], sys.argv[2]
-request = urllib.request.Request(url + "/completion", data=json.dumps({"prompt": "Hello", "n_predict": 8}).encode(),
-                                 headers={"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})})
-try:
-    with urllib.request.urlopen(request, timeout=60) as reply:
-        print(reply.status, reply.read().decode("utf-8", "replace"))
-except urllib.error.HTTPError as error:
-    print(error.code, error.read().decode("utf-8", "replace"))
-except Exception as error:
-    print(0, repr(error))
-"""
-
-
-# Runs on the master: GET a path, print the status, then the body.
-GET = """
-import sys, urllib.request, urllib.error
-url, key = sys.argv[1], sys.argv[2]
-request = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
-try:
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        print(reply.status)
-        print(reply.read().decode())
-except urllib.error.HTTPError as error:
-    print(error.code)
-"""
-
 
 def worker(name):
     return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
@@ -82,10 +54,13 @@ def server_url(host):
     return llama_cpp.server_url(host.file(llama_cpp.SERVER_ENV).content_string)
 
 
+def request(host, url, key=KEY, body=None):
+    """(status, body) of one request from the master (llama_cpp.REQUEST_ON_MASTER)."""
+    return llama_cpp.answer(host.check_output(shlex.join(llama_cpp.request_on_master(url, key, body))))
+
+
 def complete(host, key=KEY):
-    result = host.run(f"python3 -c '{CLIENT}' {server_url(host)} '{key}'")
-    status, _sep, body = result.stdout.strip().partition(" ")
-    return int(status), body
+    return request(host, server_url(host) + "/completion", key, {"prompt": "Hello", "n_predict": 8})
 
 
 def wait_until_serving(host, timeout=180):
@@ -178,21 +153,12 @@ GUARD_UNIT = "llama-rpc-worker-cache-guard@main.service"  # removes cache files 
 MASTER_STATE = "/etc/ansible/facts.d/llama_rpc_master.fact"  # rpc_master's published state (the saved plan)
 
 
-# Runs on the master: temperature 0 (greedy) through llama-server, print the generated text as JSON.
-GREEDY = """
-import json, sys, urllib.request
-url, key, prompt = sys.argv[1:4]
-request = urllib.request.Request(url + "/completion", headers={"Authorization": "Bearer " + key},
-                                 data=json.dumps({"prompt": prompt, "n_predict": 12, "temperature": 0}).encode())
-with urllib.request.urlopen(request, timeout=120) as reply:
-    print(json.dumps(json.load(reply)["content"]))
-"""
-
-
 def greedy(host, prompt="Once upon a time"):
     """Greedy generation: the same weights give the same tokens."""
     wait_until_serving(host)
-    return json.loads(host.check_output(f"python3 -c '{GREEDY}' {server_url(host)} {KEY} '{prompt}'"))
+    status, body = request(host, server_url(host) + "/completion", body={"prompt": prompt, "n_predict": 12, "temperature": 0})
+    assert status == 200, body
+    return json.loads(body)["content"]
 
 
 def cached_files(name):
@@ -241,7 +207,9 @@ def test_workers_caches_hold_exactly_their_share(host):
 
 def model_host_report(host):
     """What the master's model host sent, per file, and which downloads it cut (tests/tools/model_server.py)."""
-    return json.loads(host.check_output(f"python3 -c '{GET}' {MODEL_HOST}/_sent ''").split("\n", 1)[1])
+    status, body = request(host, f"{MODEL_HOST}/_sent", key="")
+    assert status == 200, body
+    return json.loads(body)
 
 
 def test_the_set_came_with_its_token_resumed_after_a_cut_and_verified(host):
@@ -264,8 +232,8 @@ def test_the_set_came_with_its_token_resumed_after_a_cut_and_verified(host):
 
 def test_server_announces_the_model_by_its_name(host):
     """/v1/models names the set by its base name (rpc_master_server_model_alias), not a file path."""
-    status, _sep, body = host.check_output(f"python3 -c '{GET}' {server_url(host)}/v1/models {KEY}").partition("\n")
-    assert status == "200", body
+    status, body = request(host, server_url(host) + "/v1/models")
+    assert status == 200, body
     assert [model["id"] for model in json.loads(body)["data"]] == ["tiny"], body
 
 
@@ -457,8 +425,7 @@ def test_server_requires_the_key(host):
 
 def get(host, path, key=KEY):
     """GET llama-server's path from the master: the status and the body."""
-    status, _sep, body = host.check_output(f"python3 -c '{GET}' {server_url(host)}{path} '{key}'").partition("\n")
-    return int(status), body
+    return request(host, server_url(host) + path, key)
 
 
 def test_server_runs_the_plans_slots_each_with_the_whole_context(host):

@@ -40,18 +40,6 @@ MODEL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "tiny.gguf"
 FACT = "/etc/ansible/facts.d/llama_rpc_tunnel.fact"
 PRIVATE_KEY = "/etc/llama-rpc-tunnel/private.key"
 
-# Runs on a master: greedy generation through its llama-server; prints the status and the text.
-GREEDY = """
-import json, sys, urllib.request
-request = urllib.request.Request(sys.argv[2] + "/completion", headers={"Authorization": "Bearer " + sys.argv[1]},
-                                 data=json.dumps({"prompt": "Once upon a time", "n_predict": 8, "temperature": 0}).encode())
-try:
-    with urllib.request.urlopen(request, timeout=60) as reply:
-        print(reply.status, json.dumps(json.load(reply)["content"]))
-except Exception as error:
-    print(0, repr(error))
-"""
-
 
 @pytest.fixture(scope="module", name="docker_hosts")
 def fixture_docker_hosts():
@@ -69,12 +57,13 @@ def published(container):
 def greedy(master, timeout=180):
     """The master's llama-server's greedy tokens, once it serves (it may be loading its model)."""
     deadline = time.monotonic() + timeout
-    url = llama_cpp.container_server_url(master)
+    command = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
+                                          {"prompt": "Once upon a time", "n_predict": 8, "temperature": 0})
     while True:
-        status, _sep, text = sh(master, f"python3 -c '{GREEDY}' {KEY} {url}").partition(" ")
-        if status == "200":
-            return json.loads(text)
-        assert time.monotonic() < deadline, f"{master.name}'s llama-server does not serve: {text[:300]}"
+        status, body = llama_cpp.answer(master.exec_run(command).output.decode())
+        if status == 200:
+            return json.loads(body)["content"]
+        assert time.monotonic() < deadline, f"{master.name}'s llama-server does not serve: {body[:300]}"
         time.sleep(1)
 
 
