@@ -444,8 +444,9 @@ def scrape(host, key=KEY):
     """llama-server's /metrics as Prometheus reads it: status, and each sample's value by name (Prometheus's own Python
     parser, so the README's scrape configuration gets what this test sees)."""
     status, body = get(host, "/metrics", key)
-    samples = {sample.name: sample.value for family in text_string_to_metric_families(body) for sample in family.samples}
-    return status, samples
+    if status != 200:  # the body is llama-server's JSON error, not metrics
+        return status, {}
+    return status, {sample.name: sample.value for family in text_string_to_metric_families(body) for sample in family.samples}
 
 
 def test_prometheus_scrapes_the_server_with_the_key(host):
