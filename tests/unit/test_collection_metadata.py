@@ -202,9 +202,10 @@ def documented_plugins():
     return found
 
 
-def test_the_first_release_lists_every_plugin_and_no_plugin_claims_a_later_one():
-    """The changelog's releases name every plugin once, in the release its version_added says, and no version_added
-    or migration names a version after galaxy.yml's."""
+def test_each_release_lists_its_plugins_and_a_new_plugin_is_added_in_the_coming_one():
+    """The changelog's releases name every released plugin once, in the release its version_added says. A plugin no
+    release lists yet is added in galaxy.yml's version, which comes after the last release (antsibull-changelog lists it
+    there when that version is released). No version_added names a version after galaxy.yml's."""
     releases = yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text())["releases"]
     listed = {}
     for version, release in releases.items():
@@ -214,9 +215,13 @@ def test_the_first_release_lists_every_plugin_and_no_plugin_claims_a_later_one()
             for plugin in plugins:
                 listed[(kind, plugin["name"])] = version
     shipped = documented_plugins()
-    assert listed == shipped, {key: (listed.get(key), shipped.get(key)) for key in set(listed) | set(shipped)
-                               if listed.get(key) != shipped.get(key)}
     newest = LooseVersion(GALAXY["version"])
+    last_release = max(releases, key=LooseVersion)
+    unreleased = {key: version for key, version in shipped.items() if key not in listed}
+    assert {key: version for key, version in shipped.items() if key in listed} == listed, \
+        {key: (listed.get(key), shipped.get(key)) for key in listed if listed[key] != shipped.get(key)}
+    assert all(version == GALAXY["version"] for version in unreleased.values()), unreleased
+    assert not unreleased or newest > LooseVersion(last_release), (GALAXY["version"], last_release)
     assert all(LooseVersion(version) <= newest for version in shipped.values())
     later = [str(path.relative_to(ROOT)) for path in (ROOT / "roles").glob("*/*/*.yml")
              if re.search(r"before (\d+\.\d+\.\d+)", path.read_text())
