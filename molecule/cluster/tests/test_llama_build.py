@@ -4,9 +4,11 @@ tells the truth."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
+import yaml
 
 from tests.tools import collection  # on sys.path through conftest.py
 
@@ -18,13 +20,13 @@ testinfra_hosts = RUNNER.get_hosts("llama_master") + RUNNER.get_hosts("llama_wor
 PREFIX = "/opt/llama.cpp"
 # molecule.yml: the master and the first worker are Debian 12, the second worker Debian 13.
 COMPILER, RECEIVER, OTHER_OS = "llama-master", "llama-worker-1", "llama-worker-2"
-BINARIES = ["ggml-rpc-server", "llama-completion", "llama-server", "llama-bench", "llama-fit-params"]
-# molecule.yml's host_vars: the Debian 13 worker builds the RPC server alone (all a worker runs).
-TARGETS = {OTHER_OS: ["ggml-rpc-server"]}
+# The role's default targets (every program); molecule.yml's host_vars give the Debian 13 worker the RPC server alone.
+ROLE_DEFAULTS = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "roles" / "llama_build" / "defaults" / "main.yml"
+BINARIES = yaml.safe_load(ROLE_DEFAULTS.read_text())["llama_build_targets"]
 
 
 def targets(host):
-    return TARGETS.get(host.backend.get_hostname(), BINARIES)
+    return RUNNER.get_variables(host.backend.get_hostname()).get("llama_build_targets", BINARIES)
 
 
 def record(host):
