@@ -69,16 +69,12 @@ def cpu_probe_problem(result, promised, host):
         return f"{host}: the build's CPU probe printed no system_info line (exit {rc}); {FLAGS}. It said: {said}"
     missing = [feature for feature in promised if reported.get(feature) != "1"]
     if missing:
-        return (f"{host}: the build reports {_line(stdout)}, but its flags promise {', '.join(promised)} = 1; "
+        return (f"{host}: the build reports {llama_log.system_info_line(stdout)}, but its flags promise {', '.join(promised)} = 1; "
                 f"missing: {', '.join(missing)}. The compiler ignored the flags ({FLAGS}).")
     if rc != 0:
         return (f"{host}: ggml's matrix product differs from plain C ({said}): this build computes wrong on "
                 f"{host}'s CPU; {FLAGS}.")
     return ""
-
-
-def _line(stdout):
-    return next(line.strip() for line in stdout.splitlines() if "system_info:" in line)
 
 
 def _last_line(text):

@@ -61,12 +61,15 @@ def buffers(log_text):
     return found
 
 
-def system_info(log_text):
-    """{feature: value} from the system_info line ('... | CPU : NEON = 1 | SVE_CNT = 16 | ...')."""
+def system_info_line(log_text):
+    """The system_info line ('system_info: ... | CPU : NEON = 1 | SVE_CNT = 16 | ...'), from its label on; '' if none."""
     line = re.search(r"system_info:.*", log_text)
-    if not line:
-        return {}
-    return dict(re.findall(r"([A-Z0-9_]+) = (\w+)", line.group(0)))
+    return line.group(0).strip() if line else ""
+
+
+def system_info(log_text):
+    """{feature: value} from the system_info line."""
+    return dict(re.findall(r"([A-Z0-9_]+) = (\w+)", system_info_line(log_text)))
 
 
 def complete(log_text):
