@@ -115,8 +115,8 @@ integration_beside=(tests/integration/test_rpc_tunnel.py tests/integration/test_
                     tests/integration/test_plan_against_llama_cpp.py tests/integration/test_git_source.py
                     tests/integration/test_model_fetch_progress.py)
 if wanted integration; then
-  start_beside integration:lifecycle python -m pytest -q -rs -s --durations=8 "${integration_beside[@]}"
-  run_stage integration python -m pytest -q -rs -s --durations=12 "${integration_beside[@]/#/--ignore=}" tests/integration
+  start_beside integration:lifecycle python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]}"
+  run_stage integration python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]/#/--ignore=}" tests/integration
 fi
 wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh
 finish_beside
