@@ -74,11 +74,22 @@ def docker_consoles():
     General.get_console_output = get_console_output
 
 
+def load_images():
+    """Has moto read IMAGES: its AMI module reads the file MOTO_AMIS_PATH names when it is imported, and later only
+    asks whether the variable is set. So the file is removed at once (each server left one in /tmp before)."""
+    path = images_file()
+    os.environ["MOTO_AMIS_PATH"] = path
+    try:
+        import moto.ec2.models.amis  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    finally:
+        os.unlink(path)
+
+
 def serve(port, pidfile=None, consoles=()):
-    os.environ["MOTO_AMIS_PATH"] = images_file()
+    # Before moto is imported (load_images): its settings may be read then.
     os.environ.setdefault("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
     os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
-    # Imported only now: moto reads MOTO_AMIS_PATH at import time.
+    load_images()
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel
 
