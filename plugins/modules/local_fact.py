@@ -19,6 +19,7 @@ description:
   - It does what M(ansible.builtin.file), M(ansible.builtin.copy) and C(setup) with C(filter=ansible_local) do
     together, in one module run instead of four (C(copy) runs C(stat) first). Each module run starts Python on the
     host, which is most of what publishing costs when nothing changed.
+  - With O(state=absent) the file is removed instead (the fact is withdrawn), and the facts are read back the same way.
   - In check mode nothing is written and the facts returned are those on the host.
 author:
   - graviton.llama_rpc developers (@graviton)
@@ -30,9 +31,13 @@ options:
     type: str
     required: true
   content:
-    description: The state to publish.
+    description: The state to publish. Required when O(state=present).
     type: dict
-    required: true
+  state:
+    description: Whether the fact is published (V(present)) or withdrawn, its file removed (V(absent)).
+    type: str
+    choices: [present, absent]
+    default: present
   fact_path:
     description: The directory of local facts (the C(fact_path) of M(ansible.builtin.setup)).
     type: path
@@ -63,6 +68,11 @@ EXAMPLES = r"""
 - name: Later tasks read it
   ansible.builtin.debug:
     msg: "{{ ansible_facts.ansible_local.llama_rpc_build.bin_dir }}"
+
+- name: Withdraw it (ansible_local no longer has llama_rpc_tunnel)
+  graviton.llama_rpc.local_fact:
+    name: llama_rpc_tunnel
+    state: absent
 """
 
 RETURN = r"""
@@ -121,15 +131,33 @@ def write_atomically(module, path, text):
             os.unlink(temporary)
 
 
+def withdraw(module, name, path):
+    """Removes the fact's file, if there is one, and exits with the local facts that remain."""
+    before = read_text(path)
+    try:
+        if before is not None and not module.check_mode:
+            os.unlink(path)
+    except OSError as error:
+        module.fail_json(msg=f"Could not remove the local fact {name} ({path}): {to_native(error)}. Check that root can "
+                             f"write {os.path.dirname(path)}.", path=path)
+    result = dict(changed=before is not None, path=path,
+                  ansible_facts=dict(ansible_local=LocalFactCollector().collect(module=module)["local"]))
+    if module._diff:
+        result["diff"] = dict(before=before or "", after="", before_header=path, after_header=path)
+    module.exit_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str", required=True),
-            content=dict(type="dict", required=True),
+            content=dict(type="dict"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
             fact_path=dict(type="path", default="/etc/ansible/facts.d"),
             owner=dict(type="str", default="root"),
             group=dict(type="str", default="root"),
         ),
+        required_if=[("state", "present", ["content"])],
         supports_check_mode=True,
     )
     name, directory, owner, group = (module.params[key] for key in ("name", "fact_path", "owner", "group"))
@@ -137,6 +165,8 @@ def main():
         module.fail_json(msg=f"name {name!r} is not a local fact's name: use letters, digits and underscores only "
                              "(it becomes ansible_local.<name>).")
     path = os.path.join(directory, name + ".fact")
+    if module.params["state"] == "absent":
+        withdraw(module, name, path)
     changed = False
     try:
         if not os.path.isdir(directory):

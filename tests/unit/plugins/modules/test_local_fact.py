@@ -99,3 +99,33 @@ def test_a_fact_path_that_is_a_file_is_named(capsys, tmp_path):
     blocker.write_text("")
     result = publish(capsys, blocker)
     assert result["failed"] is True and f"Check that {blocker} is a directory" in result["msg"], result
+
+
+def withdraw(capsys, fact_path, **extra):
+    return run_module(module.main, capsys, name="llama_rpc_build", state="absent", fact_path=str(fact_path), **extra)
+
+
+def test_absent_removes_the_file_and_the_fact_and_keeps_the_others(capsys, tmp_path):
+    publish(capsys, tmp_path)
+    (tmp_path / "llama_rpc_worker.fact").write_text('{"endpoints": ["10.0.0.2:50052"]}\n')
+    result = withdraw(capsys, tmp_path, _ansible_diff=True)
+    assert result["changed"] is True and not (tmp_path / "llama_rpc_build.fact").exists()
+    assert result["ansible_facts"]["ansible_local"] == {"llama_rpc_worker": {"endpoints": ["10.0.0.2:50052"]}}
+    assert result["diff"]["before"] == module.fact_text(STATE) and result["diff"]["after"] == ""
+    again = withdraw(capsys, tmp_path)
+    assert again["changed"] is False and again["ansible_facts"]["ansible_local"] == result["ansible_facts"]["ansible_local"]
+
+
+def test_absent_on_a_host_without_facts_changes_nothing_and_check_mode_removes_nothing(capsys, tmp_path):
+    result = withdraw(capsys, tmp_path / "facts.d")
+    assert result["changed"] is False and result["ansible_facts"]["ansible_local"] == {}
+    assert not (tmp_path / "facts.d").exists()
+    publish(capsys, tmp_path)
+    result = withdraw(capsys, tmp_path, _ansible_check_mode=True)
+    assert result["changed"] is True and result["ansible_facts"]["ansible_local"] == {"llama_rpc_build": STATE}
+    assert (tmp_path / "llama_rpc_build.fact").exists()
+
+
+def test_present_without_content_is_refused(capsys, tmp_path):
+    result = run_module(module.main, capsys, name="llama_rpc_build", fact_path=str(tmp_path), **ME)
+    assert result["failed"] is True and "content" in result["msg"], result
