@@ -137,6 +137,24 @@ def test_good_input_passes_the_input_checks(host):
     assert "No llama.cpp build on" in result.stdout and "local fact llama_rpc_build" in result.stdout, result.stdout[-3000:]
 
 
+def test_a_build_without_every_program_is_refused_by_name(host):
+    """A build (local fact llama_rpc_build) whose bin directory lacks llama-server and has llama-fit-params without
+    its execute bit: both named, llama-completion not, and nothing written on the master."""
+    container, _directory, sha = host
+    bin_dir = "/opt/partial-build/bin"
+    fake = (f"mkdir -p {bin_dir} /etc/ansible/facts.d && touch {bin_dir}/llama-completion {bin_dir}/llama-fit-params && "
+            f"chmod 0755 {bin_dir}/llama-completion && chmod 0644 {bin_dir}/llama-fit-params && "
+            f"echo '{{\"bin_dir\": \"{bin_dir}\"}}' > /etc/ansible/facts.d/llama_rpc_build.fact")
+    assert container.exec_run(["sh", "-c", fake]).exit_code == 0
+    try:
+        result, untouched = converge(host, rpc_master_model_sha256=sha)
+    finally:
+        container.exec_run(["rm", "-rf", "/opt/partial-build", "/etc/ansible/facts.d/llama_rpc_build.fact"])
+    assert_refused("a build without every program", result,
+                   [f"llama-fit-params, llama-server missing (or not executable) in {bin_dir} on {HOST}"], untouched)
+    assert "llama-completion, llama-fit-params, llama-server missing" not in result.stdout, result.stdout[-3000:]
+
+
 def test_a_wrong_checksum_for_part_2_is_refused_by_name(host):
     """Checksums per part: parts 1 and 3 are right, part 2's is another's. Refused with the part's file named, before
     anything on the master is written."""
