@@ -31,7 +31,7 @@ options:
     type: str
     required: true
   content:
-    description: The state to publish. Required when O(state=present).
+    description: The state to publish. Required when O(state=present), ignored when O(state=absent).
     type: dict
   state:
     description: Whether the fact is published (V(present)) or withdrawn, its file removed (V(absent)).
