@@ -132,7 +132,7 @@ def write_atomically(module, path, text):
 
 
 def withdraw(module, name, path):
-    """Removes the fact's file, if there is one, and exits with the local facts that remain."""
+    """Removes the fact's file, if there is one. Returns (changed, text before, text after)."""
     before = read_text(path)
     try:
         if before is not None and not module.check_mode:
@@ -140,33 +140,12 @@ def withdraw(module, name, path):
     except OSError as error:
         module.fail_json(msg=f"Could not remove the local fact {name} ({path}): {to_native(error)}. Check that root can "
                              f"write {os.path.dirname(path)}.", path=path)
-    result = dict(changed=before is not None, path=path,
-                  ansible_facts=dict(ansible_local=LocalFactCollector().collect(module=module)["local"]))
-    if module._diff:
-        result["diff"] = dict(before=before or "", after="", before_header=path, after_header=path)
-    module.exit_json(**result)
+    return before is not None, before, ""
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            content=dict(type="dict"),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            fact_path=dict(type="path", default="/etc/ansible/facts.d"),
-            owner=dict(type="str", default="root"),
-            group=dict(type="str", default="root"),
-        ),
-        required_if=[("state", "present", ["content"])],
-        supports_check_mode=True,
-    )
-    name, directory, owner, group = (module.params[key] for key in ("name", "fact_path", "owner", "group"))
-    if not NAME.fullmatch(name):
-        module.fail_json(msg=f"name {name!r} is not a local fact's name: use letters, digits and underscores only "
-                             "(it becomes ansible_local.<name>).")
-    path = os.path.join(directory, name + ".fact")
-    if module.params["state"] == "absent":
-        withdraw(module, name, path)
+def publish(module, name, path):
+    """Writes the fact's file (and its directory) as O(content) asks. Returns (changed, text before, text after)."""
+    directory, owner, group = (module.params[key] for key in ("fact_path", "owner", "group"))
     changed = False
     try:
         if not os.path.isdir(directory):
@@ -189,6 +168,28 @@ def main():
     except OSError as error:
         module.fail_json(msg=f"Could not publish the local fact {name} in {path}: {to_native(error)}. Check that "
                              f"{directory} is a directory root can write.", path=path)
+    return changed, before, after
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            content=dict(type="dict"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            fact_path=dict(type="path", default="/etc/ansible/facts.d"),
+            owner=dict(type="str", default="root"),
+            group=dict(type="str", default="root"),
+        ),
+        required_if=[("state", "present", ["content"])],
+        supports_check_mode=True,
+    )
+    name = module.params["name"]
+    if not NAME.fullmatch(name):
+        module.fail_json(msg=f"name {name!r} is not a local fact's name: use letters, digits and underscores only "
+                             "(it becomes ansible_local.<name>).")
+    path = os.path.join(module.params["fact_path"], name + ".fact")
+    changed, before, after = (withdraw if module.params["state"] == "absent" else publish)(module, name, path)
     result = dict(changed=changed, path=path, ansible_facts=dict(ansible_local=LocalFactCollector().collect(module=module)["local"]))
     if module._diff:
         result["diff"] = dict(before=before or "", after=after, before_header=path, after_header=path)
