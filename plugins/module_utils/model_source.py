@@ -97,8 +97,11 @@ def parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-
     count = len(sources_all)
     names = [file_name(item) for item in sources_all]
 
-    # where each part goes: in place for a path; else the models directory, under the name asked for (the set's pattern)
+    # where each part goes: in place for a path; else the models directory, under the name asked for (the set's pattern).
+    # Each path written plainly (posixpath.normpath), as ansible.builtin.find returns it: rpc_master's cluster_check.yml
+    # looks each part up by its path among find's results.
     if kind == "path":
+        sources_all = [posixpath.normpath(item) for item in sources_all]
         dests = list(sources_all)
     else:
         wanted = name or names[0]
@@ -108,9 +111,9 @@ def parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-
             wanted = names[0]
         if count > 1:
             base = split_name(wanted)[0] if split_name(wanted) else (wanted[:-5] if wanted.endswith(".gguf") else wanted)
-            dests = [posixpath.join(models_dir, part_name(base, index, count)) for index in range(1, count + 1)]
+            dests = [posixpath.normpath(posixpath.join(models_dir, part_name(base, index, count))) for index in range(1, count + 1)]
         else:
-            dests = [posixpath.join(models_dir, wanted)]
+            dests = [posixpath.normpath(posixpath.join(models_dir, wanted))]
 
     checksums = "none"
     sums = [""] * count

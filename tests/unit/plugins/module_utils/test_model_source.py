@@ -38,6 +38,16 @@ def test_a_path_is_used_in_place():
     assert [part["dest"] for part in model["parts"]] == ["/data/big-00001-of-00002.gguf", "/data/big-00002-of-00002.gguf"]
 
 
+def test_paths_are_written_plainly_as_the_role_finds_them_on_the_master():
+    """rpc_master looks the parts up by path among what ansible.builtin.find returns, which writes them plainly."""
+    model = model_parts("/data//models/./big-00001-of-00002.gguf")
+    assert [part["dest"] for part in model["parts"]] == ["/data/models/big-00001-of-00002.gguf", "/data/models/big-00002-of-00002.gguf"]
+    assert [part["src"] for part in model["parts"]] == [part["dest"] for part in model["parts"]]
+    assert model["model_path"] == "/data/models/big-00001-of-00002.gguf"
+    downloaded = model_parts(HF + "/model.gguf", sha256=SUM, models_dir="/var/lib//llama-models/")
+    assert downloaded["model_path"] == "/var/lib/llama-models/model.gguf"
+
+
 @pytest.mark.parametrize("source, arguments, message", [
     ("", {}, "rpc_master_model_src=(empty) is not a model source"),
     ("ftp://example.org/m.gguf", {}, "rpc_master_model_src=ftp://example.org/m.gguf is not a model source"),
