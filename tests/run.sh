@@ -83,6 +83,10 @@ fi
 # core it leaves idle. None of them shares a container, network, port or cache directory with the scenario.
 export LLAMA_RPC_VERIFY_STARTED
 LLAMA_RPC_VERIFY_STARTED=$(mktemp -u)
+# The llama_build role's run that gives the integration tests this machine's build: once, for both processes
+# (tests/tools/llama_cpp.py, role_build).
+export LLAMA_RPC_ROLE_BUILD_DONE
+LLAMA_RPC_ROLE_BUILD_DONE=$(mktemp -u)
 container_scenarios=() foreground_scenarios=()
 for scenario in "${scenarios[@]}"; do
   if [ "$scenario" = aws_infra ] && [ "${#scenarios[@]}" -gt 1 ]; then
@@ -120,7 +124,7 @@ if wanted integration; then
 fi
 wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh
 finish_beside
-rm -f "$LLAMA_RPC_VERIFY_STARTED"
+rm -f "$LLAMA_RPC_VERIFY_STARTED" "$LLAMA_RPC_ROLE_BUILD_DONE"
 
 printf '\nmake %s finished in %ss. passed: %s\n' "$([ -n "${LLAMA_RPC_VENV_ONLY:-}" ] && echo check || echo test)" \
   "$((SECONDS - started))" "${passed[*]:-none}"

@@ -135,9 +135,17 @@ def role_build(work_dir):
     # make test's two pytest processes both ask for it: one container of that name, one compile. The second waits here
     # and then finds the kept build (without the lock, its container replaced the first one's mid-compile, on a
     # fresh machine: the first build was killed).
+    # Once per make test (tests/run.sh names the file): the second process takes the first one's build, which the role
+    # on a fresh host has just proved, instead of running the role again on another one to unpack the same build.
+    done = os.environ.get("LLAMA_RPC_ROLE_BUILD_DONE")
     with open(BUILD_CACHE / "role-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _role_build_locked(work_dir, containers, artifacts, compiler_cache)
+        if done and os.path.isfile(done) and os.path.isdir(Path(done).read_text()):
+            return Path(Path(done).read_text())
+        bin_dir = _role_build_locked(work_dir, containers, artifacts, compiler_cache)
+        if done:
+            Path(done).write_text(str(bin_dir))
+        return bin_dir
 
 
 def _role_build_locked(work_dir, containers, artifacts, compiler_cache):
