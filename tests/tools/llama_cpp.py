@@ -140,8 +140,9 @@ def role_build(work_dir):
     done = os.environ.get("LLAMA_RPC_ROLE_BUILD_DONE")
     with open(BUILD_CACHE / "role-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if done and os.path.isfile(done) and os.path.isdir(Path(done).read_text()):
-            return Path(Path(done).read_text())
+        kept = Path(Path(done).read_text()) if done and os.path.isfile(done) else None
+        if kept and kept.is_dir():
+            return kept
         bin_dir = _role_build_locked(work_dir, containers, artifacts, compiler_cache)
         if done:
             Path(done).write_text(str(bin_dir))
