@@ -77,8 +77,11 @@ def published(host):
     return json.loads(sh(host, f"cat {FACT}")[1])
 
 
-def connect(host, address, timeout=5):
-    """What host gets from the echo on address: its own address as the master saw it, or the error."""
+def connect(host, address, timeout=12):
+    """What host gets from the echo on address: its own address as the master saw it, or the error.
+
+    The default waits through two of WireGuard's handshake retries (REKEY_TIMEOUT, 5 s): a first handshake lost or
+    crossed with the peer's own is retried only then, and a 5-s wait once timed out in CI on the first connection."""
     return sh(host, f"python3 -c \"{CONNECT.format(address=address, timeout=timeout)}\"")[1]
 
 
