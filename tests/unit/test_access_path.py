@@ -3,9 +3,10 @@
 a master and a worker, with the code amazon.aws.aws_ec2 uses (Constructable), on this ansible-core."""
 
 import importlib.util
-import re
 from pathlib import Path
 
+import jinja2
+import jinja2.nodes
 import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
@@ -76,11 +77,13 @@ def test_the_aws_inventory_reads_the_tags_every_admitted_amazon_aws_sets():
     """aws_ec2 sets `tags` through amazon.aws 11 (deprecated there; 12 may drop it) and `ec2_tags` from 11.2 on: the
     inventory reads one that every amazon.aws galaxy.yml admits sets (docs/operations.md, Troubleshooting)."""
     admitted = SpecifierSet(yaml.safe_load((ROOT / "galaxy.yml").read_text())["dependencies"]["amazon.aws"])
-    text = AWS_INVENTORY.read_text()
-    reads_tags, reads_ec2_tags = bool(re.search(r"\btags\[", text)), "ec2_tags" in text
-    assert reads_tags or reads_ec2_tags, "the inventory reads no tag"
-    assert not (reads_tags and admitted.contains("12.0.0")), f"galaxy.yml admits amazon.aws {admitted}: read ec2_tags"
-    assert not (reads_ec2_tags and admitted.contains("11.1.0")), f"galaxy.yml admits amazon.aws {admitted}: ec2_tags is from 11.2"
+    config = yaml.safe_load(AWS_INVENTORY.read_text())
+    expressions = [*config["compose"].values(), *(group["key"] for group in config["keyed_groups"])]
+    parser = jinja2.Environment()  # the names each expression reads, from its syntax tree
+    read = {name.name for expression in expressions for name in parser.parse("{{ %s }}" % expression).find_all(jinja2.nodes.Name)}
+    assert read & {"tags", "ec2_tags"}, f"the inventory reads no tag: {sorted(read)}"
+    assert not ("tags" in read and admitted.contains("12.0.0")), f"galaxy.yml admits amazon.aws {admitted}: read ec2_tags"
+    assert not ("ec2_tags" in read and admitted.contains("11.1.0")), f"galaxy.yml admits amazon.aws {admitted}: ec2_tags is from 11.2"
 
 
 def test_every_compose_value_is_an_expression():
