@@ -78,9 +78,11 @@ fi
 # (1,273 s): the integration tests, the cluster scenario up to its verify and the aws_infra scenario each kept both
 # cores busy, while the cluster scenario's verify (8 of its 15 minutes: services that must fail, recover, time out)
 # kept one busy and left the other idle. So the scenarios start first, the one that starts no containers (aws_infra:
-# moto on loopback) beside the cluster; and the integration tests and the checks on the lowest ansible-core start when
-# the cluster scenario's verify starts (molecule/cluster/tests/conftest.py creates $LLAMA_RPC_VERIFY_STARTED), in the
-# core it leaves idle. None of them shares a container, network, port or cache directory with the scenario.
+# moto on loopback) beside the cluster; and the integration tests start when the cluster scenario's verify starts
+# (molecule/cluster/tests/conftest.py creates $LLAMA_RPC_VERIFY_STARTED), in the core it leaves idle. The checks on the
+# lowest ansible-core (CPU only: lint, sanity, unit tests) start as soon as aws_infra ends: sampled every 10 s, the cores
+# were partly idle from then to the verify (the cluster's converge and idempotence: one playbook, waiting on its hosts).
+# None of them shares a container, network, port or cache directory with the scenario.
 export LLAMA_RPC_VERIFY_STARTED
 LLAMA_RPC_VERIFY_STARTED=$(mktemp -u)
 # The llama_build role's run that gives the integration tests this machine's build: once, for both processes
@@ -104,10 +106,10 @@ scenario_running() {  # true while a scenario started above runs
   for name in "${container_scenarios[@]}"; do kill -0 "${beside_pid[$name]}" 2>/dev/null && return 0; done
   return 1
 }
-if wanted integration || wanted lowest; then
+wanted lowest && wanted integration && start_beside lowest bash tests/bed/lowest.sh
+if wanted integration; then
   while [ ! -e "$LLAMA_RPC_VERIFY_STARTED" ] && scenario_running; do sleep 2; done
 fi
-wanted lowest && wanted integration && start_beside lowest bash tests/bed/lowest.sh
 # Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
 # under qemu-user) and every role's bad-input cases (tests/integration/bad_input/).
 # The integration tests in two processes side by side: they wait on ansible and docker far more than they compute.
