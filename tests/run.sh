@@ -83,6 +83,9 @@ fi
 # lowest ansible-core (CPU only: lint, sanity, unit tests) start as soon as aws_infra ends: sampled every 10 s, the cores
 # were partly idle from then to the verify (the cluster's converge and idempotence: one playbook, waiting on its hosts).
 # None of them shares a container, network, port or cache directory with the scenario.
+# The cluster scenario is the run's longest path: the checks started beside it get the cores it leaves (nice on this
+# machine, lower CPU shares for the containers they start: tests/tools/containers.py), so none of them slows it.
+beside_the_cluster() { nice -n 10 env LLAMA_RPC_TEST_CPU_SHARES=256 "$@"; }
 export LLAMA_RPC_VERIFY_STARTED
 LLAMA_RPC_VERIFY_STARTED=$(mktemp -u)
 # The llama_build role's run that gives the integration tests this machine's build: once, for both processes
@@ -106,7 +109,7 @@ scenario_running() {  # true while a scenario started above runs
   for name in "${container_scenarios[@]}"; do kill -0 "${beside_pid[$name]}" 2>/dev/null && return 0; done
   return 1
 }
-wanted lowest && wanted integration && start_beside lowest bash tests/bed/lowest.sh
+wanted lowest && wanted integration && start_beside lowest beside_the_cluster bash tests/bed/lowest.sh
 if wanted integration; then
   while [ ! -e "$LLAMA_RPC_VERIFY_STARTED" ] && scenario_running; do sleep 2; done
 fi
@@ -121,8 +124,8 @@ integration_beside=(tests/integration/test_rpc_tunnel.py tests/integration/test_
                     tests/integration/test_plan_against_llama_cpp.py tests/integration/test_git_source.py
                     tests/integration/test_model_fetch_progress.py)
 if wanted integration; then
-  start_beside integration:lifecycle python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]}"
-  run_stage integration python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]/#/--ignore=}" tests/integration
+  start_beside integration:lifecycle beside_the_cluster python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]}"
+  run_stage integration beside_the_cluster python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]/#/--ignore=}" tests/integration
 fi
 wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh
 finish_beside

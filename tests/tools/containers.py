@@ -28,6 +28,8 @@ def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=(), 
                    cgroupns="host", tmpfs={"/run": "", "/run/lock": "", "/tmp": ""}, stop_signal="SIGRTMIN+3",
                    volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"}, **(volumes or {})},
                    devices=list(devices))
+    if os.environ.get("LLAMA_RPC_TEST_CPU_SHARES"):  # tests/run.sh: a check beside the cluster scenario yields to it
+        options["cpu_shares"] = int(os.environ["LLAMA_RPC_TEST_CPU_SHARES"])
     if os.environ.get("LLAMA_RPC_TEST_PRIVILEGED") == "true":
         options["privileged"] = True
     else:
