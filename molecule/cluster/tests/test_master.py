@@ -261,39 +261,6 @@ def test_the_set_over_the_workers_gives_the_tokens_of_one_file_on_the_master_alo
         assert abs(node["weights_bytes"] - logged[node["name"]]) <= 0.01 * logged[node["name"]] + 0.01 * (1 << 20), node
 
 
-def test_the_served_models_cache_files_survive_deploys_and_strays_go(host):
-    """The served set's cache files, as they were after the converge and after Molecule's second (idempotence)
-    converge, are still there with the same times after a third deploy; a file planted under a hash no served model has
-    is removed by it."""
-    workers = RUNNER.get_hosts(WORKER_GROUP)
-    # a well-formed cache file (its name is its bytes' hash: the cache guard leaves it alone) of no served model
-    sent_before = model_host_report(host)["sent"]
-    node = worker(workers[0])
-    node.check_output("head -c 1048576 /dev/urandom > /root/stray")
-    stray = node.check_output(f"{CACHE_TOOL} hash /root/stray").split()[0]
-    node.check_output(f"install -o llama-rpc -m 0600 /root/stray {CACHE_DIR}/{stray}")
-    assert stray in cached_files(workers[0])
-    run = deploy()
-    # The re-run read no model byte to check the model: model_fetch found every part in its record, unchanged since
-    # (a stat each), so nothing was fetched, signed or hashed, and the model host sent nothing.
-    present = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Look for the model's parts, and ask "
-                                                 "their sources")
-    fetch = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Fetch and verify the model's parts "
-                                               "(progress every 30 s)")
-    assert "ok: [" in present and "skipping: [" in fetch and "ok: [" not in fetch, (present, fetch)
-    gguf_sent = {name: count for name, count in model_host_report(host)["sent"].items() if name.endswith(".gguf")}
-    assert gguf_sent == {name: count for name, count in sent_before.items() if name.endswith(".gguf")}
-    assert not host.run("ls /var/lib/llama-rpc-master/fetch/*.sha256.json").stdout
-    for name in workers:
-        node = worker(name)
-        records = sorted(node.check_output("ls /root/cache-records").split())
-        assert len(records) >= 2, records  # converge, idempotence
-        now = node.check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f %T@\\n' | sort")
-        after = [node.file(f"/root/cache-records/{record}").content_string.strip() for record in records[:2]]
-        assert after[0] == after[1] == now.strip() and now.strip(), (name, after, now)
-    assert stray not in cached_files(workers[0])
-
-
 def test_a_load_from_staged_caches_sends_hashes_not_weights(host):
     """llama-server restarted (a reload, as after a crash or an upgrade): the master sends at most 5% of the model."""
     counter = f"/sys/class/net/{host.interface.default().name}/statistics/tx_bytes"
@@ -307,14 +274,23 @@ def test_a_load_from_staged_caches_sends_hashes_not_weights(host):
     assert sent <= 0.05 * size
 
 
-def test_a_damaged_cache_is_found_by_the_guard_or_the_next_deploy_and_repaired(host):
-    """One worker's file truncated while its cache guard is stopped, another's altered under its guard: the guard
-    removes the altered file within seconds, the next deploy finds the truncated one (bytes against names), and stages
-    both again; greedy generation gives the same tokens as before."""
+def test_a_deploy_keeps_the_caches_removes_strays_and_repairs_damage(host):
+    """One deploy after three changes to the workers' caches. A file planted under a hash no served model has: the
+    deploy removes it. One worker's file truncated while its cache guard is stopped: the deploy finds it (bytes against
+    names). Another's altered under its guard: the guard removes it within seconds. The deploy stages both again, and
+    greedy generation gives the same tokens as before. Every other cache file is still there with the times it had
+    after the converge and after Molecule's second (idempotence) converge, and the deploy read no model byte.
+    (One deploy for what were two tests' deploys: the cluster scenario is the run's longest path.)"""
     before = greedy(host)
     first, second = RUNNER.get_hosts(WORKER_GROUP)
     truncated = sorted(cached_files(first))[0]
     altered = sorted(cached_files(second))[0]
+    sent_before = model_host_report(host)["sent"]
+    # a well-formed cache file (its name is its bytes' hash: the cache guard leaves it alone) of no served model
+    worker(first).check_output("head -c 1048576 /dev/urandom > /root/stray")
+    stray = worker(first).check_output(f"{CACHE_TOOL} hash /root/stray").split()[0]
+    worker(first).check_output(f"install -o llama-rpc -m 0600 /root/stray {CACHE_DIR}/{stray}")
+    assert stray in cached_files(first)
     since = worker(second).check_output("date +%s")
     worker(first).check_output(f"systemctl stop {GUARD_UNIT}")
     try:
@@ -329,11 +305,32 @@ def test_a_damaged_cache_is_found_by_the_guard_or_the_next_deploy_and_repaired(h
     finally:
         worker(first).check_output(f"systemctl start {GUARD_UNIT}")
     assert removed_by_guard and f"Removed the tensor cache file {altered}" in journal, journal[-2000:]
+    # The re-run read no model byte to check the model: model_fetch found every part in its record, unchanged since
+    # (a stat each), so nothing was fetched, signed or hashed, and the model host sent nothing.
+    present = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Look for the model's parts, and ask "
+                                                 "their sources")
+    fetch = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Fetch and verify the model's parts "
+                                               "(progress every 30 s)")
+    assert "ok: [" in present and "skipping: [" in fetch and "ok: [" not in fetch, (present, fetch)
+    gguf_sent = {name: count for name, count in model_host_report(host)["sent"].items() if name.endswith(".gguf")}
+    assert gguf_sent == {name: count for name, count in sent_before.items() if name.endswith(".gguf")}
+    assert not host.run("ls /var/lib/llama-rpc-master/fetch/*.sha256.json").stdout
+    # Only the first worker's check removed files (the truncated one and the stray); the guard had the altered one.
     printed = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_worker : Check each instance's tensor cache (bytes against "
                                                  "names, files of other models) and find what it lacks")
-    assert printed.count("changed: [") == 1, printed
+    assert printed.count("changed: [") == 1 and f"changed: [{first}]" in printed, printed
     for name, cache_file in ((first, truncated), (second, altered)):
         assert worker(name).check_output(f"{CACHE_TOOL} hash {CACHE_DIR}/{cache_file}").split()[0] == cache_file
+        node = worker(name)
+        records = sorted(node.check_output("ls /root/cache-records").split())
+        assert len(records) >= 2, records  # converge, idempotence
+        now = node.check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f %T@\\n' | sort")
+        after = [node.file(f"/root/cache-records/{record}").content_string.strip() for record in records[:2]]
+        untouched = [line for line in now.strip().splitlines() if line.split()[0] != cache_file]
+        assert after[0] == after[1] and now.strip(), (name, after)
+        assert untouched == [line for line in after[0].splitlines() if line.split()[0] != cache_file], (name, after, now)
+        assert cache_file in after[0] and cache_file in now, (name, cache_file, after, now)
+    assert stray not in cached_files(first)
     assert greedy(host) == before
 
 
