@@ -15,7 +15,7 @@ help: ## List the targets
 check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): 56 s on a fresh clone, 3 min the first time
 	@LLAMA_RPC_VENV_ONLY=1 bash tests/run.sh
 
-test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (18-21 min warm, 28-56 on a slower machine; cold 60 to 110)
+test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (18-21 min warm, 28-56 on a slower machine; cold 49 to 110)
 	@bash tests/run.sh
 
 lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only: about 30 s
