@@ -167,6 +167,12 @@ def cached_files(name):
     return {line.split()[0]: int(line.split()[1]) for line in listing.splitlines() if len(line.split()[0]) == 16}
 
 
+def cache_times(name):
+    """The tensor cache files on a worker and their modification times, one `name time` line each, sorted: the
+    format of the converge's records (converge.yml), so the two compare as text."""
+    return worker(name).check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f %T@\\n' | sort")
+
+
 def planned_shares(host):
     """What the saved plan puts in each worker's cache: worker name -> set of cache file names."""
     plan = json.loads(host.file(MASTER_STATE).content_string)
@@ -324,7 +330,7 @@ def test_a_deploy_keeps_the_caches_removes_strays_and_repairs_damage(host):
         node = worker(name)
         records = sorted(node.check_output("ls /root/cache-records").split())
         assert len(records) >= 2, records  # converge, idempotence
-        now = node.check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f %T@\\n' | sort")
+        now = cache_times(name)
         after = [node.file(f"/root/cache-records/{record}").content_string.strip() for record in records[:2]]
         untouched = [line for line in now.strip().splitlines() if line.split()[0] != cache_file]
         assert after[0] == after[1] and now.strip(), (name, after)
@@ -390,10 +396,6 @@ def test_every_type_is_staged_and_a_removed_model_leaves_nothing_in_the_caches(h
             if tensor["bytes"] > tensor_cache.HASH_THRESHOLD} >= set(model_shapes.TYPED)
     assert "token_embd.weight" in [tensor["name"] for tensor in hashed]  # the tied output's copy travels by hash
 
-    def listing():
-        return {name: worker(name).check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' "
-                                                f"-printf '%f %T@\\n' | sort") for name in workers}
-
     try:
         deploy({"rpc_master_model_src": "/srv/typed.gguf", "rpc_master_model_sha256": "", "rpc_master_model_sha256sums": ""})
         second_model = {name: set(cached_files(name)) for name in workers}
@@ -401,10 +403,10 @@ def test_every_type_is_staged_and_a_removed_model_leaves_nothing_in_the_caches(h
         assert second_model == planned_shares(host) and any(second_model.values()), second_model
         assert len(set().union(*second_model.values())) == len(hashed), (second_model, len(hashed))
         assert not any(second_model[name] & first_model[name] for name in workers), (first_model, second_model)
-        before_load = listing()
+        before_load = {name: cache_times(name) for name in workers}
         host.check_output("systemctl restart llama-server")
         wait_until_serving(host)
-        assert listing() == before_load
+        assert {name: cache_times(name) for name in workers} == before_load
     finally:
         deploy()
         host.run("rm -f /srv/typed.gguf /srv/.typed.gguf.tensors.json")
