@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-tunnel constraints clean
+.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-tunnel bench-test-parts constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ help: ## List the targets
 check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): 56 s on a fresh clone, 3 min the first time
 	@LLAMA_RPC_VENV_ONLY=1 bash tests/run.sh
 
-test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (18-21 min warm, 28-56 on a slower machine; cold 49 to 110)
+test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (18-21 min warm, 27-56 on a slower machine; cold 49 to 110)
 	@bash tests/run.sh
 
 lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only: about 30 s
@@ -71,6 +71,9 @@ bench-tunnel: ## Benchmark the WireGuard tunnel on the local cluster: bench.yml 
 
 bench-faults: ## Faults under load on the local cluster (killed, frozen, cut off, rebooted), then an upgrade and back: a table
 	@bash demo/demo.sh faults
+
+bench-test-parts: ## Each part of make test alone (checks, scenarios, integration tests): wall, CPU-seconds, idle cores; a table (about 40 min warm)
+	@bash tests/bed/parts_alone.sh
 
 demo: ## Bring up the local cluster (master + 2 workers in containers, demo model, inference, llama-server)
 	@bash demo/demo.sh up
