@@ -161,16 +161,22 @@ def greedy(host, prompt="Once upon a time"):
     return json.loads(body)["content"]
 
 
+def find_cache_files(printed):
+    """The command that prints each tensor cache file on a worker (the files whose names are hex digits only), in
+    find's -printf format: one place for what both helpers below list."""
+    return f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '{printed}\\n'"
+
+
 def cached_files(name):
     """The tensor cache files on a worker, name -> size."""
-    listing = worker(name).check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f %s\\n'")
+    listing = worker(name).check_output(find_cache_files("%f %s"))
     return {line.split()[0]: int(line.split()[1]) for line in listing.splitlines() if len(line.split()[0]) == 16}
 
 
 def cache_times(name):
     """The tensor cache files on a worker and their modification times, one `name time` line each, sorted: the
     format of the converge's records (converge.yml), so the two compare as text."""
-    return worker(name).check_output(f"find {CACHE_DIR} -maxdepth 1 -type f -regex '.*/[0-9a-f]*' -printf '%f %T@\\n' | sort")
+    return worker(name).check_output(find_cache_files("%f %T@") + " | sort")
 
 
 def planned_shares(host):
