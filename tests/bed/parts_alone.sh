@@ -2,7 +2,8 @@
 # `make bench-test-parts`: each part of `make test` alone, one after the other, with its wall time and the CPU it kept
 # busy (the whole machine's, from /proc/stat: containers and daemons included), then a table. Side by side in
 # `make test`, the parts share two cores: a part's idle share is what the others can use, and the sum of the parts'
-# CPU-seconds over the cores is the least a whole run can take (docs/contributing.md). About 40 minutes warm.
+# CPU-seconds over the cores is the least a whole run can take (docs/contributing.md). Each part's figures include
+# the test bed's own check before it (host, venv, images, source: some 10 s warm). About 40 minutes warm.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT" || exit 1
