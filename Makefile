@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-tunnel bench-test-parts constraints clean
+.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-tunnel bench-test-parts bench-test-cpu constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -74,6 +74,9 @@ bench-faults: ## Faults under load on the local cluster (killed, frozen, cut off
 
 bench-test-parts: ## Each part of make test alone (checks, scenarios, integration tests): wall, CPU-seconds, idle cores; a table (about 40 min warm)
 	@bash tests/bed/parts_alone.sh
+
+bench-test-cpu: ## make test under process accounting (root): CPU-seconds by command, and Ansible's part (runs, forks, modules); as long as make test
+	@bash tests/bed/cpu_accounting.sh
 
 demo: ## Bring up the local cluster (master + 2 workers in containers, demo model, inference, llama-server)
 	@bash demo/demo.sh up
