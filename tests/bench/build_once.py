@@ -53,7 +53,7 @@ def measure(client, count, targets, workdir):
         first_wall = run_play(inventory, extra_vars, workdir / f"play-{count}.log")
         used = sum(cpu_seconds(c) for c in hosts) - before
         rerun_wall = run_play(inventory, extra_vars, workdir / f"play-{count}.log")
-        record = json.loads(hosts[0].exec_run(["cat", "/opt/llama.cpp/current/build-record.json"]).output)
+        record = json.loads(containers.read_file(hosts[0], "/opt/llama.cpp/current/build-record.json"))
         return {"hosts": count, "host_cpu_seconds": round(used, 1), "compile_cpu_seconds": record["compile"]["cpu_seconds"],
                 "first_wall_seconds": round(first_wall, 1), "rerun_wall_seconds": round(rerun_wall, 1)}
     finally:

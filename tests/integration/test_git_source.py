@@ -64,14 +64,14 @@ def built(tmp_path_factory):
 
 def test_the_tag_is_checked_out_built_and_recorded(built):
     _result, _rerun, container, commit = built
-    record = json.loads(container.exec_run(["cat", "/opt/llama.cpp/current/build-record.json"]).output)
+    record = json.loads(containers.read_file(container, "/opt/llama.cpp/current/build-record.json"))
     assert record["version"] == VERSION and record["commit"] == commit[:9], record
     assert record["source"]["type"] == "git" and record["source"]["location"] == f"file://{REPOSITORY}", record
     assert record["rpc_protocol"] == "7.0.0", record
-    help_text = container.exec_run(["/opt/llama.cpp/current/bin/ggml-rpc-server", "--help"]).output.decode()
+    help_text = containers.run(container, ["/opt/llama.cpp/current/bin/ggml-rpc-server", "--help"])[1].decode()
     assert "Usage" in help_text, help_text
     # the published state names the git commit as the build's source (the master's same-build gate compares it)
-    fact = json.loads(container.exec_run(["cat", "/etc/ansible/facts.d/llama_rpc_build.fact"]).output)
+    fact = json.loads(containers.read_file(container, "/etc/ansible/facts.d/llama_rpc_build.fact"))
     assert fact["identity"]["source"] == f"git file://{REPOSITORY} at {commit[:9]}", fact["identity"]
 
 

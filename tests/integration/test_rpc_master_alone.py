@@ -17,7 +17,7 @@ CACHE_DIR = "/var/cache/llama-rpc-worker/main/rpc"
 def server(master, path, key=SMALL_SERVER_KEY, body=None):
     """(status, body) of llama-server's answer on the master, at the address and port its unit reads."""
     command = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + path, key, body)
-    return llama_cpp.answer(master.exec_run(command).output.decode())
+    return llama_cpp.answer(containers.run(master, command)[1].decode())
 
 
 def test_the_tokens_over_the_worker_are_the_master_alones(small_cluster):
@@ -26,12 +26,13 @@ def test_the_tokens_over_the_worker_are_the_master_alones(small_cluster):
                                                          "cache_prompt": False})
     assert status == 200, answer
     through_worker = json.loads(answer)["content"]
-    bin_dir = json.loads(sh(master, "cat /etc/ansible/facts.d/llama_rpc_build.fact")[1])["bin_dir"]
+    bin_dir = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_build.fact"))["bin_dir"]
 
     def once():
-        run = master.exec_run(["sh", "-c", llama_cpp.greedy_command(bin_dir, SMALL_MODEL, PROMPT, 12)], demux=True)
-        written, log = ((part or b"").decode("utf-8", "replace") for part in run.output)
-        return run.exit_code, log, written
+        code, output = containers.run(master, ["sh", "-c", llama_cpp.greedy_command(bin_dir, SMALL_MODEL, PROMPT, 12)],
+                                      split=True)
+        written, log = (part.decode("utf-8", "replace") for part in output)
+        return code, log, written
     written = llama_cpp.until_complete(once)
     alone = written[len(PROMPT):] if written.startswith(PROMPT) else written
     assert through_worker and alone.rstrip("\n") == through_worker.rstrip("\n"), (alone, through_worker)

@@ -42,9 +42,8 @@ def cluster(tmp_path_factory):
         # is proven in the cluster scenario (cluster_b); Ansible's apt module takes about 40 s a host on a fresh container
         # (python-apt builds its cache), apt-get 3 s.
         for host in hosts.values():
-            installed = host.exec_run(["sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-                                       "--no-install-recommends wireguard-tools wireguard-go"])
-            assert installed.exit_code == 0, installed.output.decode()[-2000:]
+            containers.checked_sh(host, "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                                        "--no-install-recommends wireguard-tools wireguard-go")
         yield hosts, tmp_path_factory.mktemp("tunnel")
     finally:
         containers.remove(client, hosts.values(), NETWORK)

@@ -9,6 +9,7 @@ import re
 import subprocess
 import tarfile
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -54,10 +55,46 @@ def wait_until_booted(container, timeout=120):
         time.sleep(0.5)
 
 
+def run(container, argv, timeout=3600, split=False):
+    """(exit code, output) of argv run in the container: output is stdout and stderr together, in order, as bytes, or
+    with split (stdout, stderr).
+
+    Not exec_run's attached output: docker now and then hands back an exec's output as b"" though the command printed
+    and exited 0 (docker/docker-py#2042, moby/moby#27289; once here, an empty read of a fact file that was whole). The
+    command writes into files in the container instead, started detached and awaited through exec_inspect, and the
+    files come back as archives, plain requests with no stream to lose."""
+    api = container.client.api
+    capture = f"/tmp/.llama-rpc-test-exec.{uuid.uuid4().hex}"
+    redirect = '>"$0.out" 2>"$0.err"' if split else '>"$0.out" 2>&1'
+    exec_id = api.exec_create(container.id, ["sh", "-c", f'"$@" {redirect} </dev/null', capture, *argv])["Id"]
+    api.exec_start(exec_id, detach=True)
+    deadline = time.monotonic() + timeout
+    # not running and no exit code yet: not started
+    while (state := api.exec_inspect(exec_id))["Running"] or state["ExitCode"] is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{container.name}: {argv} still runs after {timeout} s")
+        time.sleep(0.02)
+    try:
+        output = read_file(container, capture + ".out")
+        return state["ExitCode"], ((output, read_file(container, capture + ".err")) if split else output)
+    finally:
+        container.exec_run(["rm", "-f", capture + ".out", capture + ".err"])
+
+
+def read_file(container, path):
+    """A regular file's bytes in the container, fetched as an archive (see run for why not `cat`)."""
+    stream, _stat = container.get_archive(path)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+        member = archive.next()
+        if not member.isfile():
+            raise AssertionError(f"{container.name}: {path} is not a regular file")
+        return archive.extractfile(member).read()
+
+
 def sh(container, command):
     """A shell command in the container: (exit code, its output stripped)."""
-    result = container.exec_run(["sh", "-c", command])
-    return result.exit_code, result.output.decode("utf-8", "replace").strip()
+    code, output = run(container, ["sh", "-c", command])
+    return code, output.decode("utf-8", "replace").strip()
 
 
 def checked_sh(container, command):

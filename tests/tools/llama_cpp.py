@@ -157,7 +157,7 @@ def _role_build_locked(work_dir, containers, artifacts, compiler_cache):
         if result.returncode:
             raise RuntimeError(f"the llama_build role failed:\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
         # the role's published state (local fact llama_rpc_build) names the build
-        build_id = json.loads(host.exec_run(["cat", "/etc/ansible/facts.d/llama_rpc_build.fact"]).output)["id"]
+        build_id = json.loads(containers.read_file(host, "/etc/ansible/facts.d/llama_rpc_build.fact"))["id"]
     unpacked = BUILD_CACHE / "role-builds" / build_id
     if not (unpacked / "bin").is_dir():
         partial = unpacked.with_name(build_id + ".partial")

@@ -95,7 +95,7 @@ class Outsider:
         also: more addresses to add (a tunnel address, reached through the target: routed via its address). Undone
         afterwards: the addresses go, and the target forgets the outsider's MAC for the address."""
         target_ip = interface_address(target)
-        target_mac = target.exec_run(["cat", "/sys/class/net/eth0/address"]).output.decode().strip()
+        target_mac = containers.checked_sh(target, "cat /sys/class/net/eth0/address")
         self.sh(f"ip address add {address}/32 dev lo")
         for extra, network in also:
             self.sh(f"ip address add {extra}/32 dev lo && ip route add {network} via {target_ip} src {extra}")
@@ -115,9 +115,9 @@ class Outsider:
         """What the outsider gets from address:port, connecting from source: the worker's RPC protocol version
         ('7.0.0'), 'busy' (connected, no answer: the worker serves another client), 'closed' (connected, then closed
         without an answer), 'timeout', 'refused'."""
-        result = self.container.exec_run(["python3", "-c", HELLO, source, address, str(port), str(timeout)])
-        assert result.exit_code == 0, result.output.decode()
-        return result.output.decode().strip()
+        code, output = containers.run(self.container, ["python3", "-c", HELLO, source, address, str(port), str(timeout)])
+        assert code == 0, output.decode()
+        return output.decode().strip()
 
 
 def interface_address(container):

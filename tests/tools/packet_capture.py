@@ -11,13 +11,15 @@ import socket
 import struct
 import threading
 
+from tests.tools import containers
+
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
 
 
 def host_side_interface(container):
     """The name, on this machine, of the veth peer of the container's eth0."""
-    peer_index = int(container.exec_run(["cat", "/sys/class/net/eth0/iflink"]).output.decode().strip())
+    peer_index = int(containers.checked_sh(container, "cat /sys/class/net/eth0/iflink"))
     return socket.if_indextoname(peer_index)
 
 

@@ -33,7 +33,7 @@ def converge(host, masters=None, **overrides):
     inventory = directory / "hosts.ini"
     inventory.write_text("\n".join(lines) + "\n")
     result = containers.run_playbook(inventory, PLAYBOOK, dict(BASE, **overrides))
-    untouched = container.exec_run(["sh", "-c", "! test -e /etc/llama-rpc-gateway && ! dpkg -s haproxy"]).exit_code == 0
+    untouched = containers.sh(container, "! test -e /etc/llama-rpc-gateway && ! dpkg -s haproxy")[0] == 0
     return result, untouched
 
 

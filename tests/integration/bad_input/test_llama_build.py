@@ -25,7 +25,7 @@ def converge(host, tmp_path, **overrides):
     container, inventory = host
     extra = dict(containers.archive_source_vars(), llama_build_controller_cache=str(tmp_path / "builds"), **overrides)
     result = containers.run_playbook(inventory, PLAYBOOK, extra)
-    untouched = container.exec_run(["test", "!", "-e", "/opt/llama.cpp/current"]).exit_code == 0
+    untouched = containers.run(container, ["test", "!", "-e", "/opt/llama.cpp/current"])[0] == 0
     return result, untouched
 
 
@@ -75,7 +75,7 @@ def test_unknown_git_ref_is_refused_by_name(host, tmp_path):
                     ["git", "-C", str(seed), "tag", "b11312"],
                     ["git", "clone", "-q", "--bare", str(seed), str(bare)]):
         subprocess.run(command, check=True)
-    assert container.exec_run(["sh", "-c", "rm -rf /srv/llama.git && mkdir -p /srv"]).exit_code == 0
+    assert containers.sh(container, "rm -rf /srv/llama.git && mkdir -p /srv")[0] == 0
     container.put_archive("/srv", containers.tar_of(bare))
     result, untouched = converge(host, tmp_path, llama_build_source="git", llama_build_git_repo="file:///srv/llama.git",
                                  llama_build_version="b99999")

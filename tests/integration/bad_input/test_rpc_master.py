@@ -66,7 +66,7 @@ def converge(host, masters=1, workers=2, tags=None, **overrides):
     result = containers.run_playbook(write_inventory(directory, masters, workers), PLAYBOOK, dict(BASE, **overrides),
                                      tags=tags)
     nothing_written = "! test -e /etc/llama-rpc && ! test -e /var/lib/llama-models && ! test -e /etc/ansible/facts.d/llama_rpc_master.fact"
-    untouched = container.exec_run(["sh", "-c", nothing_written]).exit_code == 0
+    untouched = containers.sh(container, nothing_written)[0] == 0
     return result, untouched
 
 
@@ -145,7 +145,7 @@ def test_a_build_without_every_program_is_refused_by_name(host):
     fake = (f"mkdir -p {bin_dir} /etc/ansible/facts.d && touch {bin_dir}/llama-completion {bin_dir}/llama-fit-params && "
             f"chmod 0755 {bin_dir}/llama-completion && chmod 0644 {bin_dir}/llama-fit-params && "
             f"echo '{{\"bin_dir\": \"{bin_dir}\"}}' > /etc/ansible/facts.d/llama_rpc_build.fact")
-    assert container.exec_run(["sh", "-c", fake]).exit_code == 0
+    assert containers.sh(container, fake)[0] == 0
     try:
         result, untouched = converge(host, rpc_master_model_sha256=sha)
     finally:

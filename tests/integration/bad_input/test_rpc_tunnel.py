@@ -37,7 +37,7 @@ def converge(container, directory, overrides, layout="master"):
     inventory = Path(directory) / "hosts.ini"
     inventory.write_text("\n".join(lines) + "\n")
     result = containers.run_playbook(inventory, PLAYBOOK, dict(ON, **overrides), limit=container.name)
-    untouched = container.exec_run(["sh", "-c", "! test -e /etc/llama-rpc-tunnel && ! dpkg -s wireguard-tools"]).exit_code == 0
+    untouched = containers.sh(container, "! test -e /etc/llama-rpc-tunnel && ! dpkg -s wireguard-tools")[0] == 0
     return result, untouched
 
 
@@ -88,8 +88,8 @@ def test_a_tunnel_port_another_program_holds_is_refused(tun_host, tmp_path):
                        "s.bind(('0.0.0.0', 51820)); time.sleep(120)", "llama-rpc-udp-holder"], detach=True)
     try:
         # detach returns at once: wait until the socket is bound, so the refusal cannot depend on a race
-        bound = tun_host.exec_run(["sh", "-c", "for i in $(seq 50); do ss -Hlun 'sport = :51820' | grep -q . && exit 0;"
-                                   " sleep 0.1; done; exit 1"]).exit_code == 0
+        bound = containers.sh(tun_host, "for i in $(seq 50); do ss -Hlun 'sport = :51820' | grep -q . && exit 0;"
+                              " sleep 0.1; done; exit 1")[0] == 0
         assert bound, "the UDP socket that holds port 51820 did not come up in the container"
         result, untouched = converge(tun_host, tmp_path, {})
     finally:

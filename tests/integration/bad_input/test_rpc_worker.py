@@ -25,7 +25,7 @@ def converge(host, **overrides):
     container, inventory = host
     extra = dict(BASE, **overrides)
     result = containers.run_playbook(inventory, PLAYBOOK, extra)
-    untouched = container.exec_run(["sh", "-c", "! getent passwd llama-rpc && ! test -e /etc/llama-rpc-worker"]).exit_code == 0
+    untouched = containers.sh(container, "! getent passwd llama-rpc && ! test -e /etc/llama-rpc-worker")[0] == 0
     return result, untouched
 
 
@@ -83,6 +83,6 @@ def test_a_master_group_of_several_clusters_is_refused(host, tmp_path):
     inventory = containers.inventory(tmp_path / "two-masters.ini", [container.name])
     inventory.write_text(inventory.read_text() + "[llama_master]\nmaster-a ansible_host=10.9.8.1\nmaster-b ansible_host=10.9.8.2\n")
     result = containers.run_playbook(inventory, PLAYBOOK, dict(BASE, rpc_worker_allowed_sources=[]), limit=container.name)
-    untouched = container.exec_run(["sh", "-c", "! getent passwd llama-rpc && ! test -e /etc/llama-rpc-worker"]).exit_code == 0
+    untouched = containers.sh(container, "! getent passwd llama-rpc && ! test -e /etc/llama-rpc-worker")[0] == 0
     assert_refused("two masters", result, ["Group 'llama_master' holds master-a, master-b", "rpc_master_group and rpc_master_worker_group"],
                    untouched)
