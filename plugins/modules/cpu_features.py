@@ -63,6 +63,14 @@ options:
         fails if this CPU lacks a feature the build was compiled for, instead of letting the build die with
         an illegal instruction, and returns the record as RV(build).
     type: path
+  builds_dir:
+    description:
+      - The directory the llama_build role installs builds into (its C(llama_build_prefix)). The module then also
+        returns the builds there, each record read and checked against this CPU (RV(installed_builds)), and the
+        one its C(current) link names (RV(current_build)), so a deploy learns what the host has in this one run.
+      - A directory that does not exist has no builds.
+    type: path
+    version_added: 0.2.0
 attributes:
   check_mode:
     support: full
@@ -79,6 +87,11 @@ EXAMPLES = r"""
 - name: Refuse a build this CPU cannot run
   graviton.llama_rpc.cpu_features:
     build_record: /opt/llama.cpp/b11312-aarch64-0123456789/build-record.json
+
+- name: Detect the CPU and read the builds installed under /opt/llama.cpp
+  graviton.llama_rpc.cpu_features:
+    builds_dir: /opt/llama.cpp
+  register: cpu
 
 - name: Show the flags llama.cpp will be built with
   ansible.builtin.debug:
@@ -154,6 +167,29 @@ build_args:
   type: list
   elements: str
   sample: ["-DGGML_OPENMP=OFF"]
+installed_builds:
+  description:
+    - The builds in O(builds_dir) (its directories named C(b*-*)), by name. Each has C(name), C(path), C(mtime),
+      C(recorded) (it has a C(build-record.json), so it was installed whole), C(record) (that record, null when
+      there is none or it cannot be read) and C(problem), why it must not run here (its record cannot be read, or
+      this CPU lacks a feature it was compiled for), empty when it may.
+  returned: when O(builds_dir) is set
+  type: dict
+  version_added: 0.2.0
+  sample:
+    b11312-aarch64-0123456789:
+      name: b11312-aarch64-0123456789
+      path: /opt/llama.cpp/b11312-aarch64-0123456789
+      mtime: 1764400000.0
+      recorded: true
+      record: {"id": "b11312-aarch64-0123456789"}
+      problem: ""
+current_build:
+  description: The name of the build the C(current) link in O(builds_dir) points to; empty when there is no such link.
+  returned: when O(builds_dir) is set
+  type: str
+  version_added: 0.2.0
+  sample: b11312-aarch64-0123456789
 target_id:
   description: Identifies the build target; hosts with the same value can share one build.
   returned: success
@@ -161,7 +197,9 @@ target_id:
   sample: aarch64-1f0e3dad
 """
 
+import fnmatch
 import json
+import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
@@ -183,6 +221,36 @@ def read_dmi_vendor(path):
         return ""
 
 
+def check_record(path, cpu, label):
+    """(the build record at path, why this CPU must not run the build: "" when it may). label names the path in the
+    message."""
+    try:
+        record = json.loads(read_text(path))
+    except (OSError, ValueError) as error:
+        return None, "cannot read the build record %s: %s" % (label, to_native(error))
+    refusal = build_refusal(record, cpu)
+    return record, (refusal + ". It would die with an illegal instruction here, so it is refused." if refusal else "")
+
+
+def installed_builds(builds_dir, cpu):
+    """The builds in builds_dir as RV(installed_builds) describes them, and the name its current link points to."""
+    builds = {}
+    try:
+        entries = sorted(os.scandir(builds_dir), key=lambda entry: entry.name)
+    except FileNotFoundError:
+        return builds, ""
+    for entry in entries:
+        if not fnmatch.fnmatchcase(entry.name, "b*-*") or not entry.is_dir(follow_symlinks=False):
+            continue
+        record_path = os.path.join(entry.path, "build-record.json")
+        recorded = os.path.lexists(record_path)
+        record, problem = check_record(record_path, cpu, record_path) if recorded else (None, "")
+        builds[entry.name] = dict(name=entry.name, path=entry.path, mtime=entry.stat().st_mtime, recorded=recorded,
+                                  record=record, problem=problem)
+    current = os.path.join(builds_dir, "current")
+    return builds, (os.readlink(current) if os.path.islink(current) else "")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -193,6 +261,7 @@ def main():
             native=dict(type="bool", default=False),
             extra_cmake_args=dict(type="list", elements="str", default=[]),
             build_record=dict(type="path"),
+            builds_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -210,14 +279,16 @@ def main():
         module.fail_json(msg="%s (cpuinfo_path=%s, architecture=%s)" % (to_native(error), path, architecture))
     if module.params["build_record"]:
         record_path = module.params["build_record"]
-        try:
-            record = json.loads(read_text(record_path))
-        except (OSError, ValueError) as error:
-            module.fail_json(msg="cannot read the build record build_record=%s: %s" % (record_path, to_native(error)), **result)
-        refusal = build_refusal(record, result)
-        if refusal:
-            module.fail_json(msg=refusal + ". It would die with an illegal instruction here, so it is refused.", **result)
+        record, problem = check_record(record_path, result, "build_record=" + record_path)
+        if problem:
+            module.fail_json(msg=problem, **result)
         result["build"] = record
+    if module.params["builds_dir"]:
+        builds_dir = module.params["builds_dir"]
+        try:
+            result["installed_builds"], result["current_build"] = installed_builds(builds_dir, result)
+        except OSError as error:
+            module.fail_json(msg="cannot read the builds in builds_dir=%s: %s" % (builds_dir, to_native(error)), **result)
     module.exit_json(changed=False, **result)
 
 
