@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import tarfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -59,26 +60,33 @@ def run(container, argv, timeout=3600, split=False):
     """(exit code, output) of argv run in the container: output is stdout and stderr together, in order, as bytes, or
     with split (stdout, stderr).
 
-    Not exec_run's attached output: docker now and then hands back an exec's output as b"" though the command printed
-    and exited 0 (docker/docker-py#2042, moby/moby#27289; once here, an empty read of a fact file that was whole). The
-    command writes into files in the container instead, started detached and awaited through exec_inspect, and the
-    files come back as archives, plain requests with no stream to lose."""
+    Not exec_run's output alone: docker now and then hands back an exec's output as b"" though the command printed and
+    exited 0 (docker/docker-py#2042, moby/moby#27289; once here, an empty read of a fact file that was whole). The
+    command's output goes to a file in the container too, and comes back between two marks of this call: when a mark
+    is missing from what the exec returned, the file is read instead (an archive request, which has no stream to
+    lose; about 0.1 s more, so not every time). A thread's next call removes its files."""
     api = container.client.api
-    capture = f"/tmp/.llama-rpc-test-exec.{uuid.uuid4().hex}"
-    redirect = '>"$0.out" 2>"$0.err"' if split else '>"$0.out" 2>&1'
-    exec_id = api.exec_create(container.id, ["sh", "-c", f'"$@" {redirect} </dev/null', capture, *argv])["Id"]
-    api.exec_start(exec_id, detach=True)
+    token = uuid.uuid4().hex
+    # under /var/tmp: /tmp and /run are tmpfs mounts in these containers, which docker's archive does not see
+    prefix = f"/var/tmp/.llama-rpc-test-exec.{os.getpid()}.{threading.get_ident()}"
+    capture = f"{prefix}.{token}"
+    redirect = '>"$capture.out" 2>"$capture.err"' if split else '>"$capture.out" 2>&1'
+    script = (f'capture=$1; shift; rm -f "{prefix}".*; "$@" {redirect} </dev/null; rc=$?; '
+              f'printf "{token}\\n"; cat "$capture.out"; printf "\\n{token} %d\\n" "$rc"; exit "$rc"')
+    exec_id = api.exec_create(container.id, ["sh", "-c", script, "sh", capture, *argv])["Id"]
+    returned = api.exec_start(exec_id)
+    opening, closing = f"{token}\n".encode(), f"\n{token} ".encode()
+    if not split and returned.startswith(opening) and closing in returned:
+        output, _closing, code = returned[len(opening):].rpartition(closing)
+        return int(code), output
     deadline = time.monotonic() + timeout
     # not running and no exit code yet: not started
     while (state := api.exec_inspect(exec_id))["Running"] or state["ExitCode"] is None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{container.name}: {argv} still runs after {timeout} s")
         time.sleep(0.02)
-    try:
-        output = read_file(container, capture + ".out")
-        return state["ExitCode"], ((output, read_file(container, capture + ".err")) if split else output)
-    finally:
-        container.exec_run(["rm", "-f", capture + ".out", capture + ".err"])
+    output = read_file(container, capture + ".out")
+    return state["ExitCode"], ((output, read_file(container, capture + ".err")) if split else output)
 
 
 def read_file(container, path):
