@@ -63,13 +63,6 @@ finish_beside() {  # waits for every check started beside, in order, and records
   beside=()
 }
 
-# lint, sanity and the unit tests only read the checkout (sanity works on a copy; pytest's caches are ignored files),
-# and each keeps one core busy: side by side.
-wanted lint && start_beside lint bash tests/bed/lint.sh
-wanted units && start_beside units python -m pytest -q tests/unit
-wanted sanity && run_stage sanity bash tests/bed/sanity.sh
-finish_beside
-wanted build && run_stage build bash tests/bed/build_install.sh
 scenarios=()
 if wanted molecule; then
   read -r -a scenarios <<<"${SCENARIOS:-$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -rn1 basename | sort | xargs)}"
@@ -101,6 +94,13 @@ for scenario in "${scenarios[@]}"; do
     container_scenarios+=("molecule:$scenario")
   fi
 done
+# lint, sanity, the unit tests and the collection build only read the checkout (sanity works on a copy, the build
+# installs into a directory of its own; pytest's caches are ignored files), and each keeps one core busy: they start
+# beside the scenarios, in the cores the cluster leaves (its create, prepare and first runs wait on its hosts).
+wanted lint && start_beside lint beside_the_cluster bash tests/bed/lint.sh
+wanted units && start_beside units beside_the_cluster python -m pytest -q tests/unit
+wanted sanity && start_beside sanity beside_the_cluster bash tests/bed/sanity.sh
+wanted build && start_beside build beside_the_cluster bash tests/bed/build_install.sh
 for scenario in "${foreground_scenarios[@]}"; do
   run_stage "molecule:$scenario" molecule test -s "$scenario"
 done
