@@ -19,8 +19,15 @@ from tests.tools.ansible_inventory import unwrapped  # noqa: E402  pylint: disab
 _read_inventory = ansible_runner.get_ansible_inventory
 
 
+_inventories = {}
+
+
 def _read_inventory_unwrapped(config, inventory_file):
-    return unwrapped(_read_inventory(config, inventory_file))
+    """Read once per verify and inventory file: every test module's runner and every host's backend read the same
+    inventory, which no test changes (the configuration is this verify's one Ansible configuration)."""
+    if inventory_file not in _inventories:
+        _inventories[inventory_file] = unwrapped(_read_inventory(config, inventory_file))
+    return _inventories[inventory_file]
 
 
 ansible_runner.get_ansible_inventory = _read_inventory_unwrapped
