@@ -11,6 +11,8 @@ With --consoles, it is the cluster scenario's EC2 console: one instance per cont
 CONSOLE_REGION), whose console output (GetConsoleOutput) is that container's `docker logs`, where its first boot
 printed its SSH host keys as cloud-init does (tests/bed/images). An instance whose tag testbed/console holds a text
 shows that text instead (a forged console). It exits once the first container is gone (the scenario destroyed).
+Beside PIDFILE it writes consoles.json: {"pid", "region", "instances": {NAME: instance id}}, what the test bed's
+inventory plugin gives each host (tests/tools/inventory_plugins/testbed_ec2_access.py) without asking the API.
 
 running(port) does the same from a test, and account_counts(ec2) is what a refusal must leave as it was.
 """
@@ -111,6 +113,13 @@ def serve(port, pidfile=None, consoles=()):
     if pidfile:
         with open(pidfile, "w") as out:
             out.write(str(os.getpid()))
+        if consoles:
+            instances = {tag["Value"]: instance["InstanceId"]
+                         for reservation in ec2.describe_instances()["Reservations"] for instance in reservation["Instances"]
+                         for tag in instance.get("Tags", []) if tag["Key"] == "Name"}
+            written = Path(pidfile).with_name("consoles.json.tmp")
+            written.write_text(json.dumps({"pid": os.getpid(), "region": CONSOLE_REGION, "instances": instances}))
+            written.replace(written.with_suffix(""))
     print(f"moto on http://127.0.0.1:{port}, {SSM_PARAMETER} = {LATEST_ARM64}", flush=True)
     first = consoles[0] if consoles else None
     seen = container_id(first) if first else None

@@ -10,9 +10,11 @@ description:
     and C(keyed_groups) of the AWS inventory file to it, with the code aws_ec2 itself uses (Constructable). So the
     connection variables the cluster scenario runs on are the ones AWS users get (the user, become, the master
     reached on its address, the workers through it with ProxyJump).
-  - With O(consoles_url), each host also gets the EC2 instance that stands for it there (C(instance_id),
-    C(placement.region)), as aws_ec2 gives them. Its console output is the container's log (tests/tools/moto_aws.py
-    --consoles), so aws_infra's host_keys reads the host keys through the AWS API as on AWS. None while that is down.
+  - With O(consoles_file), each host also gets the EC2 instance that stands for it at the console stand-in
+    (C(instance_id), C(placement.region)), as aws_ec2 gives them. Its console output is the container's log
+    (tests/tools/moto_aws.py --consoles), so aws_infra's host_keys reads the host keys through the AWS API as on AWS.
+    None while the stand-in is down. The stand-in writes the instances it made to that file: read there, every
+    Ansible run of the scenario is spared boto3 and an API call (0.25 CPU-s each, measured).
   - The tags follow the Molecule groups. C(llama_master), C(llama_workers), C(llama_gateway) give the role tag;
     the host's C(cluster_<name>) group gives the cluster tag; a worker's jump tag is the address of its cluster's master.
 options:
@@ -24,15 +26,12 @@ options:
     description: the aws_ec2 inventory file whose compose and keyed_groups apply
     required: true
     type: path
-  consoles_url:
-    description: the EC2 endpoint whose instances, tagged with the hosts' names, show the containers' consoles
-    type: str
-  consoles_region:
-    description: their region
-    type: str
-    default: eu-west-1
+  consoles_file:
+    description: the file where the console stand-in lists its instances (consoles.json beside its pid file)
+    type: path
 """
 
+import json
 import os
 
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
@@ -68,39 +67,31 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
 
     def _instances(self):
         instances = testbed_instances(self.inventory, self._addresses())
-        url, region = self.get_option("consoles_url"), self.get_option("consoles_region")
-        for name, instance_id in (console_instances(url, region, list(instances)) if url else {}).items():
-            instances[name].update(instance_id=instance_id, placement={"region": region})
+        consoles = console_instances(self.get_option("consoles_file")) if self.get_option("consoles_file") else {}
+        for name, instance_id in consoles.get("instances", {}).items():
+            if name in instances:
+                instances[name].update(instance_id=instance_id, placement={"region": consoles["region"]})
         return instances
 
     def _addresses(self):
         """{host: its container's address} for the hosts whose container runs."""
         # Here, not at the top: Molecule's venv has docker, the lowest ansible-core's (unit tests only) does not.
         import docker  # pylint: disable=import-outside-toplevel
-        client = docker.from_env()
-        address = {}
-        for name in self.inventory.hosts:
-            containers = client.containers.list(filters={"name": f"^{name}$", "status": "running"})
-            if containers:
-                networks = containers[0].attrs["NetworkSettings"]["Networks"]
-                address[name] = next(iter(networks.values()))["IPAddress"]
-        return address
+        running = {container.name: container for container in docker.from_env().containers.list(filters={"status": "running"})}
+        return {name: next(iter(running[name].attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+                for name in self.inventory.hosts if name in running}
 
 
-def console_instances(url, region, names):
-    """{host: the id of the EC2 instance named after it} at the console stand-in; {} when it does not answer."""
-    import boto3  # pylint: disable=import-outside-toplevel
-    import botocore.config  # pylint: disable=import-outside-toplevel
-    import botocore.exceptions  # pylint: disable=import-outside-toplevel
-    ec2 = boto3.client("ec2", endpoint_url=url, region_name=region, aws_access_key_id="testing",
-                       aws_secret_access_key="testing", config=botocore.config.Config(retries={"max_attempts": 1},
-                                                                                      connect_timeout=2))
+def console_instances(path):
+    """What the console stand-in wrote to path ({"pid", "region", "instances": {host: instance id}}); {} when it is
+    not there or the stand-in that wrote it has exited."""
     try:
-        reservations = ec2.describe_instances(Filters=[{"Name": "tag:Name", "Values": names}])["Reservations"]
-    except botocore.exceptions.EndpointConnectionError:
+        with open(path, encoding="utf-8") as listed:
+            consoles = json.load(listed)
+        os.kill(consoles["pid"], 0)
+    except (OSError, ValueError, KeyError, TypeError):
         return {}
-    return {tag["Value"]: instance["InstanceId"] for reservation in reservations for instance in reservation["Instances"]
-            for tag in instance.get("Tags", []) if tag["Key"] == "Name"}
+    return consoles
 
 
 def testbed_instances(inventory, address):
