@@ -13,7 +13,7 @@ description:
   - With O(consoles_file), each host also gets the EC2 instance that stands for it at the console stand-in
     (C(instance_id), C(placement.region)), as aws_ec2 gives them. Its console output is the container's log
     (tests/tools/moto_aws.py --consoles), so aws_infra's host_keys reads the host keys through the AWS API as on AWS.
-    None while the stand-in is down. The stand-in writes the instances it made to that file: read there, every
+    None while the stand-in is down. The stand-in writes the instances it made to that file; read there, every
     Ansible run of the scenario is spared boto3 and an API call (0.25 CPU-s each, measured).
   - The tags follow the Molecule groups. C(llama_master), C(llama_workers), C(llama_gateway) give the role tag;
     the host's C(cluster_<name>) group gives the cluster tag; a worker's jump tag is the address of its cluster's master.
