@@ -18,7 +18,8 @@ description:
   - Returns one C(known_hosts) line per key, under the name ssh will look the host up by (the address Ansible
     connects to, that is the master's public address, or a worker's private address, reached through the master).
   - The last block counts (a console can hold several boots). No block, or a line in it that is not a public key,
-    is refused with what to do.
+    is refused with what to do. Terminal control sequences are not text and are dropped first: on a serial console,
+    systemd's boot status moves the cursor between the lines other programs print.
 options:
   _input:
     description: The console output, as text.
@@ -50,18 +51,22 @@ _value:
 
 import base64
 import binascii
+import re
 
 from ansible.errors import AnsibleFilterError
 
 BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
 END = "-----END SSH HOST KEY KEYS-----"
+# ECMA-48's control sequences (ESC [ ... final byte) and its two-byte escapes (ESC M, the reverse line feed systemd's
+# status animation sends, among them).
+TERMINAL_CONTROL = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521")
 
 
 def console_host_keys(console, address):
     if not isinstance(address, str) or not address or any(c.isspace() or c == "," for c in address):
         raise AnsibleFilterError(f"console_host_keys: address {address!r} is not one host name or address")
-    lines = [line.strip() for line in str(console).replace("\r", "\n").split("\n")]
+    lines = [line.strip() for line in TERMINAL_CONTROL.sub("", str(console)).replace("\r", "\n").split("\n")]
     if BEGIN not in lines or END not in lines[lines.index(BEGIN):]:
         raise AnsibleFilterError(
             f"console_host_keys: no SSH host keys for {address} in the console output (no {BEGIN} ... {END} block). "
