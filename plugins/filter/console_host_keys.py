@@ -18,7 +18,7 @@ description:
   - Returns one C(known_hosts) line per key, under the name ssh will look the host up by (the address Ansible
     connects to, that is the master's public address, or a worker's private address, reached through the master).
   - The last block counts (a console can hold several boots). No block, or a line in it that is not a public key,
-    is refused with what to do. Terminal control sequences are not text and are dropped first: on a serial console,
+    is refused with what to do. Terminal control sequences are not text and are dropped first; on a serial console,
     systemd's boot status moves the cursor between the lines other programs print.
 options:
   _input:
