@@ -107,16 +107,14 @@ def serve(port, pidfile=None, consoles=()):
         docker_consoles()
         ec2 = boto3.client("ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name=CONSOLE_REGION,
                            aws_access_key_id="testing", aws_secret_access_key="testing")
-        for name in consoles:
-            ec2.run_instances(ImageId=LATEST_ARM64, InstanceType="c8g.large", MinCount=1, MaxCount=1,
-                              TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": name}]}])
+        instances = {name: ec2.run_instances(ImageId=LATEST_ARM64, InstanceType="c8g.large", MinCount=1, MaxCount=1,
+                                             TagSpecifications=[{"ResourceType": "instance",
+                                                                 "Tags": [{"Key": "Name", "Value": name}]}])["Instances"][0]["InstanceId"]
+                     for name in consoles}
     if pidfile:
         with open(pidfile, "w") as out:
             out.write(str(os.getpid()))
         if consoles:
-            instances = {tag["Value"]: instance["InstanceId"]
-                         for reservation in ec2.describe_instances()["Reservations"] for instance in reservation["Instances"]
-                         for tag in instance.get("Tags", []) if tag["Key"] == "Name"}
             written = Path(pidfile).with_name("consoles.json.tmp")
             written.write_text(json.dumps({"pid": os.getpid(), "region": CONSOLE_REGION, "instances": instances}))
             written.replace(written.with_suffix(""))

@@ -28,7 +28,7 @@ def test_the_last_boot_counts():
 
 def test_terminal_control_sequences_are_not_text():
     """systemd's boot status on a serial console moves the cursor (ESC M, ESC [K, colours) between the lines other
-    programs print: a block it lands in still gives its keys (a CI run once failed on a lone ESC M in the block)."""
+    programs print: a block it lands in still gives its keys (a test run here once failed on a lone ESC M in the block)."""
     noisy = CONSOLE.replace(f"ssh-ed25519 {ED25519}", f"\x1bM\r\x1b[K\r\nssh-ed25519 \x1b[0m{ED25519}")
     assert console_host_keys(noisy, "10.0.1.11") == [f"10.0.1.11 ecdsa-sha2-nistp256 {ECDSA}", f"10.0.1.11 ssh-ed25519 {ED25519}"]
     # what is left of a status line is still not a key
