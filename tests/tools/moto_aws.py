@@ -92,16 +92,21 @@ def serve(port, pidfile=None, consoles=()):
     os.environ.setdefault("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
     os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
     load_images()
+    from moto.ec2.models import ec2_backends  # pylint: disable=import-outside-toplevel
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
+    # Seeded, and each region's backends made, before the port opens: whoever waits for the port (the scenarios'
+    # prepare, running() below) then asks a server that has it all. Seeded after it, a run on a loaded machine asked
+    # the server first and found neither the parameter nor the images.
     for region in REGIONS:
+        _ = ec2_backends[ACCOUNT][region]
         ssm_backends[ACCOUNT][region]._parameters[SSM_PARAMETER].append(  # pylint: disable=protected-access
             Parameter(account_id=ACCOUNT, name=SSM_PARAMETER, value=LATEST_ARM64, parameter_type="String",
                       description=None, allowed_pattern=None, keyid=None, last_modified_date=time.time(),
                       version=1, data_type="aws:ec2:image"))
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
     if consoles:
         import boto3  # pylint: disable=import-outside-toplevel
         docker_consoles()
