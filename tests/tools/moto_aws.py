@@ -96,9 +96,8 @@ def serve(port, pidfile=None, consoles=()):
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel
 
-    # Seeded, and each region's backends made, before the port opens: whoever waits for the port (the scenarios'
-    # prepare, running() below) then asks a server that has it all. Seeded after it, a run on a loaded machine asked
-    # the server first and found neither the parameter nor the images.
+    # Seeded, and each region's backends made, before the port opens: whoever waits for the port (running() below)
+    # or the pid file then asks a server that has it all, not one still seeding.
     for region in REGIONS:
         _ = ec2_backends[ACCOUNT][region]
         ssm_backends[ACCOUNT][region]._parameters[SSM_PARAMETER].append(  # pylint: disable=protected-access
