@@ -92,14 +92,12 @@ def serve(port, pidfile=None, consoles=()):
     os.environ.setdefault("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
     os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
     load_images()
-    from moto.ec2.models import ec2_backends  # pylint: disable=import-outside-toplevel
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel
 
-    # Seeded, and each region's backends made, before the port opens: whoever waits for the port (running() below)
-    # or the pid file then asks a server that has it all, not one still seeding.
+    # Seeded before the port opens: whoever waits for the port (running() below) or the pid file then asks a server
+    # that has it all, not one still seeding.
     for region in REGIONS:
-        _ = ec2_backends[ACCOUNT][region]
         ssm_backends[ACCOUNT][region]._parameters[SSM_PARAMETER].append(  # pylint: disable=protected-access
             Parameter(account_id=ACCOUNT, name=SSM_PARAMETER, value=LATEST_ARM64, parameter_type="String",
                       description=None, allowed_pattern=None, keyid=None, last_modified_date=time.time(),
