@@ -36,8 +36,7 @@ def start_host(client, name, network, image=IMAGE, volumes=None, extra_caps=(), 
         options["privileged"] = True
     else:
         options["cap_add"] = ["SYS_ADMIN", *extra_caps]
-    for left in client.containers.list(all=True, filters={"name": f"^{name}$"}):
-        left.remove(force=True)  # left by an interrupted run: its name would refuse the new one (409 Conflict)
+    remove_named(client, name)  # left by an interrupted run: its name would refuse the new one (409 Conflict)
     container = client.containers.run(name=name, **options)
     wait_until_booted(container)
     return container
@@ -134,6 +133,15 @@ def remove(client, containers, network):
         container.remove(force=True)
     for net in named_networks(client, network):
         net.remove()
+
+
+def remove_named(client, name):
+    """Removes the container called exactly name, killed if it runs (docker's name filter is a pattern: anchored here).
+    True if there was one."""
+    found = client.containers.list(all=True, filters={"name": f"^{name}$"})
+    for container in found:
+        container.remove(force=True)
+    return bool(found)
 
 
 def named_networks(client, name):

@@ -16,11 +16,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import yaml
+from ansible.module_utils.parsing.convert_bool import boolean as ansible_boolean
 
 # What the driver labels its containers and networks with (its create.yml, molecule_labels); its destroy removes only
 # networks labelled so.
 LABELS = {"owner": "molecule"}
-# The platform keys the cluster scenario uses, and what each becomes in docker's API. `groups` is Molecule's inventory.
+# The platform keys the cluster scenario uses (container_options: what each becomes). `groups` is Molecule's inventory.
 KNOWN_KEYS = {"name", "image", "pre_build_image", "command", "privileged", "capabilities", "cgroupns_mode", "volumes",
               "tmpfs", "stop_signal", "tty", "networks", "devices", "hostname", "groups"}
 
@@ -30,15 +31,11 @@ class PlatformError(ValueError):
 
 
 def boolean(value, key, name):
-    """A platform's yes/no, as YAML or an interpolated ${VAR:-false} gives it."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in {"true", "yes", "1"}:
-        return True
-    if text in {"false", "no", "0", ""}:
-        return False
-    raise PlatformError(f"platform {name}: {key}={value!r} is not true or false")
+    """A platform's yes/no (YAML's, or an interpolated ${VAR:-false}), read as the driver's docker_container reads it."""
+    try:
+        return ansible_boolean(value, strict=True)
+    except TypeError:
+        raise PlatformError(f"platform {name}: {key}={value!r} is not true or false") from None
 
 
 def container_options(platform):
@@ -79,15 +76,16 @@ def read_platforms(molecule_file):
 
 
 def create(client, platforms):
+    from tests.tools import containers  # pylint: disable=import-outside-toplevel  # imports docker
+
     planned = [container_options(platform) for platform in platforms]  # every platform checked before anything starts
     for network in dict.fromkeys(network for _options, networks in planned for network in networks):
-        if not [found for found in client.networks.list(names=[network]) if found.name == network]:
+        if not containers.named_networks(client, network):
             client.networks.create(network, labels=dict(LABELS))
 
     def start(plan):
         options, networks = plan
-        for left in client.containers.list(all=True, filters={"name": f"^{options['name']}$"}):
-            left.remove(force=True)  # left by an interrupted run
+        containers.remove_named(client, options["name"])  # left by an interrupted run
         container = client.containers.run(**options)
         for network in networks[1:]:
             client.networks.get(network).connect(container)
@@ -99,20 +97,19 @@ def create(client, platforms):
 
 
 def destroy(client, platforms):
+    from tests.tools import containers  # pylint: disable=import-outside-toplevel  # imports docker
+
     names = [platform["name"] for platform in platforms]
 
-    def remove(name):
-        for container in client.containers.list(all=True, filters={"name": f"^{name}$"}):
-            container.remove(force=True, v=False)  # the driver's force_kill, keep_volumes
-            return f"removed {name}"
-        return f"{name}: none"
+    def remove(name):  # killed, its volumes kept: the driver's force_kill and keep_volumes
+        return f"removed {name}" if containers.remove_named(client, name) else f"{name}: none"
 
     with ThreadPoolExecutor(max_workers=len(names) or 1) as pool:
         for done in pool.map(remove, names):
             print(done)
     for network in dict.fromkeys(network["name"] for platform in platforms for network in platform.get("networks", [])):
-        for found in client.networks.list(names=[network]):
-            if found.name == network and found.attrs.get("Labels", {}).get("owner") == LABELS["owner"]:
+        for found in containers.named_networks(client, network):
+            if found.attrs.get("Labels", {}).get("owner") == LABELS["owner"]:
                 found.remove()
                 print(f"removed network {network}")
 

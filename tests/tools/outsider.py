@@ -73,8 +73,7 @@ class Outsider:
         self.container = None
 
     def __enter__(self):
-        for left in self.client.containers.list(all=True, filters={"name": f"^{self.name}$"}):
-            left.remove(force=True)
+        containers.remove_named(self.client, self.name)
         # arp_ignore=1: no ARP answer for an address that is not on eth0 (a taken one is on lo); arp_announce=2: ask
         # with its own address, never a taken one. Set at creation: a container's /proc/sys is read-only.
         self.container = self.client.containers.run(IMAGE, ["sleep", "infinity"], name=self.name, detach=True,

@@ -35,7 +35,7 @@ def test_every_platform_of_the_cluster_scenario_has_its_options():
     assert planned["llama-worker-1"][0]["devices"] == []
 
 
-@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False), (True, True), ("", False)])
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False), (True, True), ("no", False)])
 def test_privileged_as_the_environment_gives_it(value, expected):
     platform = dict(platforms()[0], privileged=value)
     assert molecule_docker.container_options(platform)[0]["privileged"] is expected
@@ -45,6 +45,8 @@ def test_privileged_as_the_environment_gives_it(value, expected):
     ({"published_ports": ["8080:80"]}, "platform llama-master: published_ports not handled"),
     ({"pre_build_image": False}, "only pre-built images"),
     ({"privileged": "maybe"}, "privileged='maybe' is not true or false"),
+    # an empty ${VAR} is not false: docker_container, under the driver, refused it too
+    ({"privileged": ""}, "privileged='' is not true or false"),
     ({"name": ""}, "a platform without a name"),
 ])
 def test_what_it_cannot_start_as_the_driver_would_is_refused(change, message):
