@@ -19,7 +19,9 @@ options:
     type: dict
     required: true
   role:
-    description: The role whose rules apply (rpc_worker, gateway, bench, rpc_tunnel, llama_build, rpc_master).
+    description:
+      - The role whose rules apply (aws_infra, llama_build, rpc_tunnel, rpc_worker, rpc_master, gateway, bench), or
+        V(aws_infra_teardown) for aws_infra's teardown entry point.
     type: str
     required: true
 """

@@ -365,15 +365,28 @@ def rpc_master(settings):
     return _sentences(found)
 
 
-def aws_infra(settings):
-    """aws_infra's rules, in the order the user sets the variables (what only AWS knows, such as the key pair and the
-    instance types of the region, is asked of AWS after these). Beside its variables: max_workers."""
-    s, found = settings, []
+def _aws_cluster_identity(s, purpose):
+    """The region and the name a cluster is found by in AWS (its tags), for provisioning and for teardown alike."""
+    found = []
     if not s["aws_infra_region"]:
-        found.append("aws_infra_region is empty: set the region to create the cluster in (for example us-east-1).")
+        found.append("aws_infra_region is empty: set the region %s (for example us-east-1)." % purpose)
     if not re.fullmatch(r"[a-z][a-z0-9-]{1,30}[a-z0-9]", str(s["aws_infra_cluster_name"])):
         found.append("aws_infra_cluster_name='%s': use 3 to 32 lowercase letters, digits and dashes, starting with a "
                      "letter (it names and tags everything)." % s["aws_infra_cluster_name"])
+    return found
+
+
+def aws_infra_teardown(settings):
+    """aws_infra's rules for its teardown (tasks_from: teardown.yml): the region and the name the cluster's resources
+    are found by, and nothing else (teardown needs no network or key to delete what carries the tag)."""
+    return _sentences(_aws_cluster_identity(settings, "of the cluster to delete"))
+
+
+def aws_infra(settings):
+    """aws_infra's rules, in the order the user sets the variables (what only AWS knows, such as the key pair and the
+    instance types of the region, is asked of AWS after these). Beside its variables: max_workers."""
+    s = settings
+    found = _aws_cluster_identity(s, "to create the cluster in")
     subnet = {"kind": "network", "version": 4, "prefix": [16, 28], "prefix_reason": "a subnet takes an IPv4 block from /16 to /28."}
     # Parsed (a pattern once let 300.1.2.3/32 through, and amazon.aws rewrote it into another /32).
     found += address_problems([
@@ -418,7 +431,7 @@ def aws_infra(settings):
     return _sentences(found)
 
 
-ROLES = {"aws_infra": aws_infra, "llama_build": llama_build, "rpc_tunnel": rpc_tunnel, "rpc_worker": rpc_worker,
+ROLES = {"aws_infra": aws_infra, "aws_infra_teardown": aws_infra_teardown, "llama_build": llama_build, "rpc_tunnel": rpc_tunnel, "rpc_worker": rpc_worker,
          "rpc_master": rpc_master, "gateway": gateway, "bench": bench}
 
 

@@ -36,10 +36,10 @@ def aws():
         yield env, ec2
 
 
-def playbook(aws, extra, *args, env=None):
+def playbook(aws, extra, *args, env=None, name="provision.yml"):
     # The controller's own Python for localhost (interpreter discovery could pick another one).
     extra = dict(extra, ansible_python_interpreter=sys.executable)
-    return subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(ROOT / "playbooks" / "provision.yml"),
+    return subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(ROOT / "playbooks" / name),
                            "-e", json.dumps(extra), *args], capture_output=True, text=True, env=env or aws[0],
                           timeout=900, check=False)
 
@@ -95,3 +95,12 @@ def test_no_credentials_is_refused_with_what_to_set(aws):
     run = playbook(aws, BASE, env=env)
     output = run.stdout + run.stderr
     assert run.returncode != 0 and "No usable AWS credentials" in output and "AWS_PROFILE" in output
+
+
+def test_teardown_of_a_name_provisioning_refuses_is_refused_by_name_and_deletes_nothing(aws):
+    """teardown.yml asks the same rule as provisioning (a unit test compares the two); here, that the role calls it
+    before any AWS call: the account keeps every resource, the decoy VPC among them."""
+    before = moto_aws.account_counts(aws[1])
+    run = playbook(aws, {"aws_infra_region": REGION, "aws_infra_cluster_name": "Decoy"}, name="teardown.yml")
+    assert_refused("teardown of 'Decoy'", run, ["aws_infra_cluster_name='Decoy': use 3 to 32 lowercase letters"],
+                   moto_aws.account_counts(aws[1]) == before)

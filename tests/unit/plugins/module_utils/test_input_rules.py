@@ -445,6 +445,45 @@ def test_aws_infra_names_only_the_wrong_inputs_in_the_order_they_are_set():
     assert len(found) == 3 and -1 not in where and where == sorted(where), (where, text)
 
 
+# aws_infra's teardown (tasks_from: teardown.yml) finds the cluster by region and name alone: provisioning's rules for
+# the two, so a name provisioning would refuse is never looked for, and nothing else is asked.
+TEARDOWN_CASES = {
+    "no region": ({"aws_infra_region": ""}, ["aws_infra_region is empty: set the region of the cluster to delete"]),
+    "no cluster name": ({"aws_infra_cluster_name": ""}, ["aws_infra_cluster_name='': use 3 to 32 lowercase letters"]),
+    "a cluster name with capitals": ({"aws_infra_cluster_name": "My-Cluster"},
+                                     ["aws_infra_cluster_name='My-Cluster': use 3 to 32 lowercase letters"]),
+    "a cluster name ending in a dash": ({"aws_infra_cluster_name": "demo-"}, ["aws_infra_cluster_name='demo-'"]),
+    "a cluster name of 33 characters": ({"aws_infra_cluster_name": "a" * 33}, ["aws_infra_cluster_name='%s'" % ("a" * 33)]),
+    "neither": ({"aws_infra_region": "", "aws_infra_cluster_name": "x"},
+                ["aws_infra_region is empty", "aws_infra_cluster_name='x'"]),
+}
+
+
+def test_aws_infra_teardown_asks_only_for_region_and_name():
+    good = {"aws_infra_region": "eu-west-1", "aws_infra_cluster_name": "llama70b"}
+    assert input_problems(good, "aws_infra_teardown") == []
+    assert input_problems(dict(good, aws_infra_cluster_name="abc"), "aws_infra_teardown") == []
+    assert input_problems(dict(good, aws_infra_cluster_name="a" * 32), "aws_infra_teardown") == []
+
+
+@pytest.mark.parametrize("case", sorted(TEARDOWN_CASES))
+def test_aws_infra_teardown_bad_input_is_refused_by_name(case):
+    overrides, messages = TEARDOWN_CASES[case]
+    found = input_problems(dict({"aws_infra_region": "eu-west-1", "aws_infra_cluster_name": "llama70b"}, **overrides),
+                           "aws_infra_teardown")
+    assert len(found) == len(messages), found
+    for message in messages:
+        assert message in " ".join(found), (message, found)
+
+
+def test_aws_infra_teardown_and_provisioning_refuse_the_same_names():
+    """One rule for the name: whatever provisioning refuses, teardown refuses, in the same words."""
+    for name in ("", "ab", "My-Cluster", "9lives", "demo-", "a_b", "a" * 33, "llama70b", "a-b"):
+        provision = [p for p in refusals("aws_infra", AWS, {"aws_infra_cluster_name": name}) if "cluster_name" in p]
+        teardown = input_problems({"aws_infra_region": "us-east-1", "aws_infra_cluster_name": name}, "aws_infra_teardown")
+        assert provision == teardown, (name, provision, teardown)
+
+
 # --- every port, at its bounds ------------------------------------------------------------------------------------
 PORTS = [("rpc_worker", WORKER, "rpc_worker_port"), ("gateway", GATEWAY, "gateway_port"),
          ("rpc_master", MASTER, "rpc_master_server_port"), ("rpc_tunnel", TUNNEL_HOST, "rpc_tunnel_port"),
