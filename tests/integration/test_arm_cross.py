@@ -2,11 +2,12 @@
 Graviton3 and Graviton4, run under qemu-user with those CPUs' SVE vector lengths, serving an x86
 master over RPC, and refused (not crashed) where the CPU lacks what the build needs.
 
-What an Arm worker runs is built: ggml and its RPC server, and the llama_build role's CPU probe linked with the same
-ggml libraries (roles/llama_build/files/llama-cpu-probe.c, which every build carries) that prints the system_info line
-llama.cpp prints and checks a matrix product. Not
-libllama: compiling it under the cross compiler took most of this test's 16 minutes on a fresh machine, to print
-one line.
+What a Graviton node runs is built: ggml and its RPC server (a worker), llama-completion with libllama (a master, whose
+program on AWS is aarch64 too), and the llama_build role's CPU probe linked with the same ggml libraries
+(roles/llama_build/files/llama-cpu-probe.c, which every build carries) that prints the system_info line llama.cpp
+prints and checks a matrix product. Only ggml takes the Graviton's flags (GGML_CPU_ARM_ARCH is ggml-cpu's -march):
+libllama, common and llama-completion compile the same for both, so the second build takes them from the compiler
+cache (on this machine: 379 CPU-seconds for the first, 4 for the second).
 
 qemu-aarch64's "max" CPU has SVE2, i8mm and bf16; sve-default-vector-length sets the SVE width in
 bytes: 32 is Graviton3-like (256-bit), 16 Graviton4-like (128-bit). "neoverse-n1" has no SVE at all.
@@ -46,9 +47,10 @@ def arm_build(request):
 
 
 def build_for(graviton):
-    """The aarch64 build (ggml-rpc-server) with that Graviton's flags, and the CPU probe linked with its ggml."""
-    bin_dir = llama_cpp.build(f"aarch64-{graviton}", graviton_cpu(graviton)["cmake_args"], ["ggml-rpc-server"],
-                              toolchain="aarch64-linux-gnu.cmake")
+    """The aarch64 build (ggml-rpc-server and llama-completion) with that Graviton's flags, and the CPU probe linked
+    with its ggml."""
+    bin_dir = llama_cpp.build(f"aarch64-{graviton}", graviton_cpu(graviton)["cmake_args"],
+                              ["ggml-rpc-server", "llama-completion"], toolchain="aarch64-linux-gnu.cmake")
     llama_cpp.cpu_probe(bin_dir, "aarch64-linux-gnu-g++")
     return bin_dir
 
@@ -78,6 +80,23 @@ def test_flags_and_sve_width_under_qemu(arm_build):
     for feature in cpu["system_info"]:
         assert info.get(feature) == "1", f"{feature} is not compiled in with {cpu['arm_arch']}"
     assert "matmul 64x256: largest error" in result.stdout
+
+
+def test_the_aarch64_build_generates_alone_at_that_sve_width(arm_build, model):
+    """A Graviton master's path: llama-completion of this build loads the model and decodes it on the emulated CPU by
+    itself (libllama and every op of the model's graph in this build's kernels), at that CPU's SVE width."""
+    name, _cpu, bin_dir = arm_build
+
+    def once():
+        result = run_qemu(f"max,sve-default-vector-length={GRAVITONS[name][1]}", bin_dir / "llama-completion",
+                          "-m", str(model), *GENERATE, "-lv", "4", timeout=900)
+        return result.returncode, result.stderr, result
+    result = llama_cpp.until_complete(once, attempts=3)
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = llama_cpp.perf(result.stderr)
+    print(f"{name} build alone under qemu: {figures}")
+    assert llama_cpp.system_info(result.stderr).get("SVE") == "1", result.stderr[-2000:]
+    assert figures["eval_runs"] == 7 and figures["eval_tps"] > 0
 
 
 def test_x86_master_generates_through_an_aarch64_worker(arm_build, x86_build, model):

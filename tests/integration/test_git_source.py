@@ -3,9 +3,11 @@ from a git repository and builds and installs it. A local repository stands in f
 pinned llama.cpp tree committed once per machine with fixed names and dates (so its commit is the same every time) and
 tagged as the release, reached by the host over file://, a transport the role's git module uses as it uses https.
 
-One target (the RPC worker's), to keep the compile short. The build is kept in the machine's build cache like every
-other: the checkout and the compile run when that cache lacks it (every fresh machine, every change to the tag, the
-repository or the role's build identity); a warm run installs the kept build, as for the archive path."""
+One target (the RPC worker's), to keep the compile short: this is also the test of a worker-only build
+(llama_build_targets: [ggml-rpc-server]), which has the worker program, the role's helpers and nothing else. The
+build is kept in the machine's build cache like every other: the checkout and the compile run when that cache lacks it
+(every fresh machine, every change to the tag, the repository or the role's build identity); a warm run installs the
+kept build, as for the archive path."""
 
 import json
 import os
@@ -73,6 +75,19 @@ def test_the_tag_is_checked_out_built_and_recorded(built):
     # the published state names the git commit as the build's source (the master's same-build gate compares it)
     fact = json.loads(containers.read_file(container, "/etc/ansible/facts.d/llama_rpc_build.fact"))
     assert fact["identity"]["source"] == f"git file://{REPOSITORY} at {commit[:9]}", fact["identity"]
+
+
+def test_a_worker_only_build_has_the_worker_program_its_helpers_and_nothing_else(built):
+    """What llama_build_targets: [ggml-rpc-server] installs: the worker, the cache tool, the CPU probe (which the role
+    ran before installing: every build carries it, the worker-only one too); none of the default programs a master
+    runs, and a record that says so."""
+    _result, _rerun, container, _commit = built
+    listing = containers.checked_sh(container, "ls /opt/llama.cpp/current/bin").split()
+    assert sorted(listing) == ["ggml-rpc-server", "llama-cpu-probe", "llama-rpc-cache"], listing
+    record = json.loads(containers.read_file(container, "/opt/llama.cpp/current/build-record.json"))
+    assert record["targets"] == ["ggml-rpc-server"], record["targets"]
+    probe = containers.run(container, ["/opt/llama.cpp/current/bin/llama-cpu-probe"])
+    assert probe[0] == 0 and "largest error" in probe[1].decode(), probe
 
 
 def test_a_rerun_changes_nothing_and_fetches_nothing(built):

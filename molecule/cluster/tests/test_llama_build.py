@@ -1,6 +1,7 @@
 """The builds: the master compiled for itself and the worker of the same CPU and OS, which received the binaries;
-the Debian 13 worker compiled its own, of the worker's program only; every node runs verified binaries and its record
-tells the truth."""
+the Debian 13 worker compiled its own, every program, with Debian 13's compiler (the stand-in for Ubuntu 24.04's newer
+toolchain, where a Graviton master compiles); every node runs verified binaries and its record tells the truth. A
+worker-only build (llama_build_targets) is tests/integration/test_git_source.py's."""
 
 import json
 import os
@@ -20,7 +21,7 @@ testinfra_hosts = RUNNER.get_hosts("llama_master") + RUNNER.get_hosts("llama_wor
 PREFIX = "/opt/llama.cpp"
 # molecule.yml: the master and the first worker are Debian 12, the second worker Debian 13.
 COMPILER, RECEIVER, OTHER_OS = "llama-master", "llama-worker-1", "llama-worker-2"
-# The role's default targets (every program); molecule.yml's host_vars give the Debian 13 worker the RPC server alone.
+# The role's default targets (every program), unless the inventory gives a host others.
 ROLE_DEFAULTS = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "roles" / "llama_build" / "defaults" / "main.yml"
 BINARIES = yaml.safe_load(ROLE_DEFAULTS.read_text())["llama_build_targets"]
 
@@ -58,7 +59,7 @@ def test_version_is_the_pinned_source(host):
 
 
 def test_the_cpu_probe_reports_the_features_the_flags_promise_and_computes_right(host):
-    """Every build, the worker-only one too, carries the role's CPU probe, which the role ran before installing it."""
+    """Every build carries the role's CPU probe, which the role ran before installing it."""
     promised = record(host)["system_info"]
     out = host.run(f"{PREFIX}/current/bin/llama-cpu-probe")
     assert out.rc == 0 and "largest error" in out.stdout, out.stdout + out.stderr
