@@ -12,10 +12,10 @@ IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tes
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): 56 s on a fresh clone, 3 min the first time
+check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): about 1 min on a fresh clone, 3.5 the first time on a machine
 	@LLAMA_RPC_VENV_ONLY=1 bash tests/run.sh
 
-test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (18-21 min warm, 27-56 on a slower machine; cold 49 to 110)
+test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (about 18 min warm; 38 cold on a fresh machine)
 	@bash tests/run.sh
 
 lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only: about 30 s
@@ -27,13 +27,13 @@ sanity: ## ansible-test sanity only, venv only: about 40 s
 units: ## pytest unit tests only, venv only: about 20 s
 	@$(MAKE) --no-print-directory check STAGES=units
 
-lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requires_ansible admits (2.17)
+lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requires_ansible admits (2.17): about 2 min
 	@$(MAKE) --no-print-directory test STAGES=lowest
 
-molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose)
+molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose): about 16 min warm, the cluster scenario
 	@$(MAKE) --no-print-directory test STAGES=molecule
 
-role: ## One role's own checks (ROLE=rpc_tunnel): unit tests, its refusals, the role alone on fresh hosts (2-3.5 min warm; aws_infra: its scenario)
+role: ## One role's own checks (ROLE=rpc_tunnel): unit tests, its refusals, the role alone on fresh hosts (1.5-4 min warm; aws_infra: its scenario)
 	@bash tests/bed/role.sh "$(ROLE)"
 
 images: ## Build the systemd base images (Debian bookworm and trixie) offline
