@@ -208,7 +208,8 @@ def gateway(settings):
 
 
 def bench(settings):
-    """bench's rules (its variables only; bench_compare_with is a file on the controller)."""
+    """bench's rules. Beside its variables: worker_total (the workers rpc_master published on the master, None where it
+    published none: the role then says to deploy first). bench_compare_with is a file on the controller."""
     s, found = settings, []
 
     def sizes(name, what):
@@ -224,8 +225,12 @@ def bench(settings):
     sizes("bench_n_gen", "generation sizes")
     one_or_more("bench_repetitions")
     one_or_more("bench_tcp_megabytes")
-    if not all(at_least(value, 1) for value in s["bench_worker_counts"]):
-        found.append("bench_worker_counts=%s: list counts of 1 or more, or none (1 to all)" % (s["bench_worker_counts"],))
+    counts, total = s["bench_worker_counts"], s["worker_total"]
+    if not all(at_least(value, 1) for value in counts):
+        found.append("bench_worker_counts=%s: list counts of 1 or more, or none (1 to all)" % (counts,))
+    elif total is not None and counts and max(whole(value) for value in counts) > total:
+        found.append("bench_worker_counts=%s asks for more workers than the cluster has (%d): list counts from 1 to %d, "
+                     "or none (1 to all)" % (counts, total, total))
     if not all(at_least(value, 1) for value in s["bench_concurrency"]):
         found.append("bench_concurrency=%s: list numbers of clients of 1 or more, or none (no measurement)"
                      % (s["bench_concurrency"],))

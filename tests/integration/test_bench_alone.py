@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.integration.bad_input import assert_refused
 from tests.integration.conftest import ROOT
 from tests.tools import containers
 
@@ -70,3 +71,12 @@ def test_the_second_run_compares_itself_with_the_first(benched):
     assert (results / "second.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| Test | master alone | 1 worker |" in (results / "second.md").read_text()
     assert "tg8, 1 worker tokens/s" in second and " x" in second, second[-3000:]
+
+
+def test_more_workers_than_the_deployed_cluster_has_are_refused_before_anything_is_measured(small_cluster, tmp_path):
+    # The count rpc_master published on the master (1 worker) reaches bench's input rule (unit-tested case by case).
+    result = containers.run_playbook(small_cluster[1] / "hosts.yml", ROOT / "playbooks" / "bench.yml",
+                                     dict(QUICK, bench_results_dir=str(tmp_path), bench_worker_counts=[1, 2]))
+    assert_refused("two workers of one", result,
+                   ["bench_worker_counts=[1, 2] asks for more workers than the cluster has (1): list counts from 1 to 1"],
+                   untouched=not list(tmp_path.iterdir()))

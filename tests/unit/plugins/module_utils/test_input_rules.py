@@ -201,6 +201,9 @@ BENCH_CASES = {
     "no repetition": ({"bench_repetitions": 0}, ["bench_repetitions=0: set it to 1 or more."]),
     "no TCP bytes": ({"bench_tcp_megabytes": 0}, ["bench_tcp_megabytes=0: set it to 1 or more."]),
     "zero workers": ({"bench_worker_counts": [0, 1]}, ["bench_worker_counts=[0, 1]: list counts of 1 or more"]),
+    "more workers than the cluster has": ({"bench_worker_counts": [1, "3"]},
+                                          ["bench_worker_counts=[1, '3'] asks for more workers than the cluster has (2): "
+                                           "list counts from 1 to 2, or none (1 to all)."]),
     "concurrency of 0 and no tokens": ({"bench_concurrency": [0, 2], "bench_concurrency_tokens": 0},
                                        ["bench_concurrency=[0, 2]: list numbers of clients of 1 or more, or none (no measurement). "
                                         "bench_concurrency_tokens=0: set it to 1 or more."]),
@@ -210,17 +213,28 @@ BENCH_CASES = {
 }
 
 
+BENCH = {"worker_total": 2}
+
+
 def test_bench_defaults_pass(tmp_path):
-    assert refusals("bench", {}, {}) == []
+    assert refusals("bench", BENCH, {}) == []
     first = tmp_path / "first.json"
     first.write_text("{}")
-    assert refusals("bench", {}, {"bench_compare_with": str(first), "bench_worker_counts": [1, "2"], "bench_concurrency": []}) == []
+    assert refusals("bench", BENCH, {"bench_compare_with": str(first), "bench_worker_counts": [1, "2"], "bench_concurrency": []}) == []
+
+
+def test_bench_worker_counts_are_checked_against_the_cluster_only_once_it_is_deployed():
+    # No published workers: the role's next check says to deploy first; the counts' own rule still holds.
+    assert refusals("bench", {"worker_total": None}, {"bench_worker_counts": [5]}) == []
+    assert refusals("bench", {"worker_total": None}, {"bench_worker_counts": [0]}) == [
+        "bench_worker_counts=[0]: list counts of 1 or more, or none (1 to all)."]
+    assert refusals("bench", {"worker_total": 5}, {"bench_worker_counts": [5, 1]}) == []
 
 
 @pytest.mark.parametrize("case", sorted(BENCH_CASES))
 def test_bench_bad_input_names_only_the_wrong_settings(case):
     overrides, messages = BENCH_CASES[case]
-    found = check("bench", {}, overrides, messages)
+    found = check("bench", BENCH, overrides, messages)
     assert len(found) == sum(message.count("=") for message in messages), "%s: a good setting was named: %s" % (case, found)
 
 
