@@ -50,7 +50,8 @@ def test_paths_are_written_plainly_as_the_role_finds_them_on_the_master():
 
 @pytest.mark.parametrize("source, arguments, message", [
     ("", {}, "rpc_master_model_src=(empty) is not a model source"),
-    ("ftp://example.org/m.gguf", {}, "rpc_master_model_src=ftp://example.org/m.gguf is not a model source"),
+    ("ftp://example.org/m.gguf", {}, "rpc_master_model_src=ftp://example.org/m.gguf is not a model source. Set it to an "
+                                     "absolute path on the master, an http(s):// URL or s3://bucket/key of a .gguf file"),
     ("models/m.gguf", {}, "is not a model source. Set it to an absolute path"),
     (["/a/m-00001-of-00002.gguf", "https://x.org/m-00002-of-00002.gguf"], {}, "all of one kind"),
     (HF + "/big-00002-of-00003.gguf", {"sha256sums": HF + "/SUMS"},
