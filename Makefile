@@ -15,7 +15,7 @@ help: ## List the targets
 check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): about 1 min on a fresh clone, 3.5 the first time on a machine
 	@LLAMA_RPC_VENV_ONLY=1 bash tests/run.sh
 
-test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (about 18 min warm; 38 cold on a fresh machine)
+test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (about 18 min warm; 38 to 41 cold on a fresh machine)
 	@bash tests/run.sh
 
 lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only: about 30 s
