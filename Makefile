@@ -24,7 +24,7 @@ lint: ## ansible-lint (production profile) and the example pipeline's checks onl
 sanity: ## ansible-test sanity only, venv only: about 40 s
 	@$(MAKE) --no-print-directory check STAGES=sanity
 
-units: ## pytest unit tests only, venv only: about 20 s
+units: ## pytest unit tests only, venv only: about 35 s
 	@$(MAKE) --no-print-directory check STAGES=units
 
 lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requires_ansible admits (2.17): about 2 min
