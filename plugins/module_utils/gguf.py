@@ -53,7 +53,12 @@ SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
 
 
 class GGUFError(ValueError):
-    """The file is not a GGUF model this reader understands, or not a whole one."""
+    """The file is not a GGUF model this reader understands, or not a whole one. not_gguf: it is no GGUF file at all
+    (another format), where the others are GGUF files that are damaged or do not belong together."""
+
+    def __init__(self, message, not_gguf=False):
+        super().__init__(message)
+        self.not_gguf = not_gguf
 
 
 class _Reader:
@@ -133,7 +138,7 @@ def read_header(path):
     with open(path, "rb") as handle:
         reader = _Reader(handle, path)
         if handle.read(4) != MAGIC:
-            raise GGUFError("%s is not a GGUF file (it does not start with 'GGUF')" % path)
+            raise GGUFError("%s is not a GGUF file (it does not start with 'GGUF')" % path, not_gguf=True)
         version = reader.unpack("<I")
         if version not in (2, 3):
             raise GGUFError("%s is GGUF version %d; this reader knows versions 2 and 3" % (path, version))

@@ -245,8 +245,11 @@ def main():
         model = gguf.read_model(params["path"])
         shape = model_arch.shape(model)
     except (OSError, gguf.GGUFError, model_arch.ArchError) as error:
-        module.fail_json(msg="cannot read the model: %s. llama.cpp loads GGUF files only: point at a .gguf model "
-                         "(convert others with llama.cpp's convert_hf_to_gguf.py)" % error)
+        # the hint about other formats follows only a file that is no GGUF at all: a set's parts that do not belong
+        # together, or a damaged file, name their own fix
+        hint = (". llama.cpp loads GGUF files only: point at a .gguf model (convert others with llama.cpp's "
+                "convert_hf_to_gguf.py)" if getattr(error, "not_gguf", False) else "")
+        module.fail_json(msg="cannot read the model: %s%s" % (error, hint))
     context = params["context_size"] or shape["context_length"]
     if not context:
         module.fail_json(msg="the model states no context length: set the context size explicitly")
