@@ -1,7 +1,16 @@
-"""A model host for the tests, standing in for Hugging Face: serves a directory over HTTP, answers only requests that
-carry its bearer token (401 without one, 403 with another), honours Range requests (206, Content-Range), and can cut
-a file's first download short to test resuming. It counts the bytes it sends per file and names the downloads it cut
-(GET /_sent: {"sent": {name: bytes}, "cut": [name...]}).
+"""A model host for the tests, standing in for Hugging Face: serves a directory (and its subdirectories) over HTTP,
+answers only requests that carry its bearer token (401 without one, 403 with another), honours Range requests (206,
+Content-Range), and can cut a file's first download short to test resuming. It counts the bytes it sends per file
+(by its path under the directory) and names the downloads it cut; GET /_sent answers {"sent": {path: bytes}, "cut":
+[path...], "authorized": {path: [whether each request carried a token]}}.
+
+Faults a test turns on while it runs, through GET /_control?... (each answers the settings now in force):
+- refuse_after=BYTES&code=CODE: every request that starts once the host has sent BYTES of .gguf files gets CODE (a
+  token revoked, a repository gone, midway through a set);
+- stall=PATH:BYTES: every download of PATH stops after BYTES and never sends more (a source that hangs);
+- rate=BYTES_PER_SECOND: send each download at most this fast (0: as fast as it goes);
+- redirect=PATH:URL: answer PATH with a 302 to URL (a CDN on another host);
+- reset=1: none of these.
 
 Standard library only: the tests run it on the master container (python3, no venv) as well as on the controller.
 
@@ -16,7 +25,7 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 CHUNK = 1 << 20
 
@@ -24,41 +33,73 @@ CHUNK = 1 << 20
 class ModelHost(BaseHTTPRequestHandler):
     directory = "."
     token = ""
-    cuts = {}  # file name -> bytes after which its first GET is cut
+    cuts = {}  # file path -> bytes after which its first GET is cut
     sent = {}
     cut = []
+    authorized = {}
+    faults = {}  # set through /_control
     rate = 0  # bytes per second per download; 0: as fast as it goes
     lock = threading.Lock()
 
     def log_message(self, format, *args):  # quiet: the tests read /_sent
         pass
 
-    def _refuse(self, code, text):
-        body = (text + "\n").encode()
+    def _answer(self, code, body, headers=()):
         self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def _refuse(self, code, text):
+        self._answer(code, (text + "\n").encode())
+
+    def _control(self, query):
+        settings = parse_qs(query)
+        with self.lock:
+            if "reset" in settings:
+                self.faults.clear()
+                self.faults["rate"] = type(self).rate
+            if "refuse_after" in settings:
+                self.faults["refuse_after"] = (int(settings["refuse_after"][0]), int(settings.get("code", ["403"])[0]))
+            for key in ("stall", "redirect"):
+                for item in settings.get(key, []):
+                    name, value = item.split(":", 1)
+                    self.faults.setdefault(key, {})[name.lstrip("/")] = int(value) if key == "stall" else value
+            if "rate" in settings:
+                self.faults["rate"] = int(settings["rate"][0])
+            body = json.dumps(dict(self.faults)).encode()
+        self._answer(200, body)
+
     def do_GET(self):  # noqa: N802 (http.server's name)
-        path = unquote(urlsplit(self.path).path)
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
         if path == "/_sent":
             with self.lock:
-                body = json.dumps({"sent": self.sent, "cut": self.cut}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            return
+                body = json.dumps({"sent": self.sent, "cut": self.cut, "authorized": self.authorized}).encode()
+            return self._answer(200, body)
+        if path == "/_control":
+            return self._control(parts.query)
+        name = os.path.normpath(path.lstrip("/"))
+        with self.lock:
+            self.authorized.setdefault(name, []).append(bool(self.headers.get("Authorization")))
+            refuse_after = self.faults.get("refuse_after")
+            if refuse_after and sum(count for sent, count in self.sent.items() if sent.endswith(".gguf")) >= refuse_after[0]:
+                return self._refuse(refuse_after[1], "refused from now on")
+            redirect = self.faults.get("redirect", {}).get(name)
+            stall = self.faults.get("stall", {}).get(name)
+            rate = self.faults.get("rate", self.rate)
+        if redirect:
+            return self._answer(302, b"", [("Location", redirect)])
         if self.token:
             given = self.headers.get("Authorization", "")
             if not given:
                 return self._refuse(401, "a token is required")
             if given != "Bearer " + self.token:
                 return self._refuse(403, "this token has no access")
-        name = os.path.basename(path)
         file_path = os.path.join(self.directory, name)
-        if not name or not os.path.isfile(file_path):
+        if name.startswith("..") or not os.path.isfile(file_path):
             return self._refuse(404, "no such file")
         size = os.path.getsize(file_path)
         start, end = 0, size - 1
@@ -67,11 +108,7 @@ class ModelHost(BaseHTTPRequestHandler):
             start = int(ranged.group(1))
             end = min(int(ranged.group(2)), size - 1) if ranged.group(2) else size - 1
             if start >= size:
-                self.send_response(416)
-                self.send_header("Content-Range", "bytes */%d" % size)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
+                return self._answer(416, b"", [("Content-Range", "bytes */%d" % size)])
             self.send_response(206)
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
         else:
@@ -82,37 +119,49 @@ class ModelHost(BaseHTTPRequestHandler):
         self.end_headers()
         with self.lock:  # the first download of the file that would pass the cut is cut there
             limit = self.cuts.pop(name) if self.cuts.get(name, length) < length else None
+        if stall is not None and start + length > stall:
+            limit = max(0, stall - start)
         with open(file_path, "rb") as handle:
             handle.seek(start)
             sent, began = 0, time.monotonic()
             while sent < length:
-                if self.rate:  # a slow link: never ahead of the rate
-                    time.sleep(max(0.0, sent / self.rate - (time.monotonic() - began)))
+                if rate:  # a slow link: never ahead of the rate
+                    time.sleep(max(0.0, sent / rate - (time.monotonic() - began)))
                 block = handle.read(min(CHUNK, length - sent) if limit is None else min(CHUNK, limit - sent))
                 if not block:
                     break
+                with self.lock:  # counted before it goes: a test that reads /_sent after its answer finds it
+                    self.sent[name] = self.sent.get(name, 0) + len(block)
                 try:
                     self.wfile.write(block)
                 except OSError:
                     break
                 sent += len(block)
                 if limit is not None and sent >= limit:
-                    self.close_connection = True
-                    with self.lock:
-                        self.cut.append(name)
                     break
-        with self.lock:
-            self.sent[name] = self.sent.get(name, 0) + sent
+        if stall is not None and limit is not None:
+            self.wfile.flush()
+            while True:  # never another byte, the connection held open: the client's read times out
+                try:
+                    if not self.connection.recv(1, 0):
+                        break
+                except OSError:
+                    break
+            return
         if limit is not None:
+            self.close_connection = True
+            with self.lock:
+                self.cut.append(name)
             self.connection.shutdown(2)  # as a server or network that drops the transfer
 
 
 def serve(directory, port, bind="127.0.0.1", token="", cuts=None, rate=0):
     """A running server (in a thread); .shutdown() stops it."""
     settings = {"directory": str(directory), "token": token, "cuts": dict(cuts or {}), "sent": {}, "cut": [],
-                "rate": rate, "lock": threading.Lock()}
+                "authorized": {}, "faults": {}, "rate": rate, "lock": threading.Lock()}
     handler = type("Handler", (ModelHost,), settings)
     server = ThreadingHTTPServer((bind, port), handler)
+    server.daemon_threads = True  # a stalled download's thread does not hold the shutdown
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
