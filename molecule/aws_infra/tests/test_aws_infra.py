@@ -90,7 +90,9 @@ def test_instances_imdsv2_encrypted_private_workers_placement_and_tags():
         assert tags[TAG] == CLUSTER and tags["managed-by"] == "graviton.llama_rpc" and "graviton.llama_rpc/expires" in tags
         volumes = [m["Ebs"]["VolumeId"] for m in instance["BlockDeviceMappings"]]
         for volume in ec2().describe_volumes(VolumeIds=volumes)["Volumes"]:
-            assert volume["Encrypted"] and volume["VolumeType"] == "gp3" and volume["Size"] == 70
+            # 30 GiB and the model (40 GB); the master twice the model (the served one and the next, fetched beside it)
+            expected = 110 if instance in master else 70
+            assert volume["Encrypted"] and volume["VolumeType"] == "gp3" and volume["Size"] == expected
     assert master[0].get("PublicIpAddress")
     for worker in workers:
         assert not worker.get("PublicIpAddress"), worker["InstanceId"]
