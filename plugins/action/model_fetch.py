@@ -15,8 +15,6 @@ from ansible.utils.display import Display
 
 display = Display()
 
-OWN_ARGS = ("progress_seconds", "total_timeout")
-
 
 def human_bytes(count):
     return "%.2f GB" % (count / 1e9) if count >= 1e8 else "%.1f MB" % (count / 1e6)
@@ -31,6 +29,8 @@ def human_seconds(seconds):
 
 def progress_line(host, step, started_done, started_at):
     """One line a person reads: bytes, percent, rate, time left, and what each part is doing."""
+    if step.get("waiting_for"):
+        return "%s: model fetch waiting for another one on the master to end (pid %s)" % (host, step["waiting_for"])
     done, total = step.get("bytes_done", 0), step.get("bytes_total", 0)
     elapsed = max(time.monotonic() - started_at, 1e-6)
     rate = (done - started_done) / elapsed
@@ -72,11 +72,11 @@ class ActionModule(ActionBase):
                                             task_vars=task_vars)
                 changed = changed or bool(step.get("changed"))
                 fetched += int(step.get("fetched_bytes") or 0)
-                if first_done is None:
+                if first_done is None and not step.get("waiting_for"):
                     first_done = step.get("bytes_done", 0) - step.get("fetched_bytes", 0)
                 if step.get("failed") or step.get("done") or self._task.check_mode:
                     break
-                display.display(progress_line(host, step, first_done, started_at))
+                display.display(progress_line(host, step, first_done or 0, started_at))
                 if deadline is not None and time.monotonic() >= deadline:
                     step.update(failed=True, msg="the model's parts were not all fetched and verified within %ds "
                                 "(rpc_master_model_download_timeout): the bytes fetched are kept, and the next run "

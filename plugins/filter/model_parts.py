@@ -13,9 +13,9 @@ description:
   - Takes C(rpc_master_model_src), a path on the master, an http(s):// URL or s3://bucket/key of one GGUF file or of a
     multi-part set's first part (C(NAME-00001-of-0000N.gguf); the other parts are found by name beside it, as llama.cpp
     finds them), or a list of a set's parts.
-  - Returns each part's source, its destination (in place for a path; else in O(models_dir) under llama.cpp's names,
-    renamed as O(name) asks with the pattern kept) and its sha256, and every problem of the inputs, each naming the
-    variable and the fix.
+  - Returns each part's source, its name on the master (a path's own; for a download llama.cpp's name, renamed as
+    O(name) asks with the pattern kept, in the release M(graviton.llama_rpc.model_fetch) makes of it) and its sha256,
+    and every problem of the inputs, each naming the variable and the fix.
 options:
   _input:
     description: The source (C(rpc_master_model_src)), a string or a list.
@@ -33,10 +33,6 @@ options:
     description: The downloaded model's name (C(rpc_master_model_name)); empty, the source's.
     type: str
     default: ""
-  models_dir:
-    description: Where downloads go.
-    type: str
-    default: /var/lib/llama-models
 """
 
 EXAMPLES = r"""
@@ -49,16 +45,17 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(kind) (path, url, s3 or unknown), C(parts) (each C(number), C(src), C(dest), C(name), C(sha256)),
-    C(model_path) (the first part's destination, what llama.cpp loads), C(base_name), C(checksums) and C(problems).
+  description: C(kind) (path, url, s3 or unknown), C(parts) (each C(number), C(src), C(name) as published, C(file) on
+    the master, C(sha256), and for a path C(dest)), C(model_path) (what llama.cpp loads, a path's first part; empty for a
+    download, whose release gives it), C(base_name), C(checksums) and C(problems).
   type: dict
 """
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils import model_source
 
 
-def model_parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-models"):
-    return model_source.parts(source, sha256 or "", sha256sums or "", name or "", models_dir)
+def model_parts(source, sha256="", sha256sums="", name=""):
+    return model_source.parts(source, sha256 or "", sha256sums or "", name or "")
 
 
 class FilterModule:

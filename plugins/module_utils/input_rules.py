@@ -323,6 +323,8 @@ def rpc_master(settings):
              "set it to 1 or more."),
             ("rpc_master_model_download_parallel", at_least(s["rpc_master_model_download_parallel"], 1),
              "set it to 1 or more (parts at once)."),
+            ("rpc_master_models_kept", at_least(s["rpc_master_models_kept"], 0),
+             "set it to 0 (only the served model) or more (models kept for a rollback)."),
             ("rpc_master_server_cache_ram_mib", at_least(s["rpc_master_server_cache_ram_mib"], 0),
              "set it to 0 (no prompt cache) or more MiB; an unbounded cache (-1) cannot be planned.")):
         if not good:

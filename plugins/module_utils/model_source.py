@@ -5,9 +5,9 @@
 
 A source is a path on the master (used in place), an http(s):// URL or an s3://bucket/key, of one GGUF file or of the
 first part of a multi-part set (llama.cpp's names, NAME-00001-of-00009.gguf: the other parts are found by name beside
-it), or a list of the parts. A download is kept under llama.cpp's names in the models directory (a new name keeps the
-pattern: NAME-0000k-of-0000n.gguf). Checksums: one sha256, a list of one per part, or a checksum file (sha256sum's
-format) that names the parts.
+it), or a list of the parts. A download is kept under llama.cpp's names (a new name keeps the pattern:
+NAME-0000k-of-0000n.gguf) in a release of its own in the models directory (model_releases.py). Checksums: one sha256,
+a list of one per part, or a checksum file (sha256sum's format) that names the parts.
 
 parts() returns every problem of the inputs at once, each naming the variable and the fix, so the role can refuse
 before anything on a host changes.
@@ -61,9 +61,10 @@ def part_name(prefix, number, count):
     return "%s-%05d-of-%05d.gguf" % (prefix, number, count)
 
 
-def parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-models"):
-    """{"kind", "parts": [{"number", "src", "dest", "name", "sha256"}], "model_path" (the first part's dest: what
-    llama.cpp loads), "base_name", "checksums" ("sha256", "sha256sums" or "none"), "problems": [...]}."""
+def parts(source, sha256="", sha256sums="", name=""):
+    """{"kind", "parts": [{"number", "src", "name" (published), "file" (on the master), "sha256", and for a path
+    "dest"}], "model_path" (what llama.cpp loads: a path's first part; empty for a download, whose release names it),
+    "base_name", "checksums" ("sha256", "sha256sums" or "none"), "problems": [...]}."""
     problems = []
     listed = isinstance(source, list)
     sources = list(source) if listed else [source]
@@ -97,12 +98,12 @@ def parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-
     count = len(sources_all)
     names = [file_name(item) for item in sources_all]
 
-    # where each part goes: in place for a path; else the models directory, under the name asked for (the set's pattern).
-    # Each path written plainly (posixpath.normpath), as ansible.builtin.find returns it: rpc_master's cluster_check.yml
-    # looks each part up by its path among find's results.
+    # each part's name on the master: a path's own; a download's the name asked for (the set's pattern kept), in its
+    # release's directory (module_utils/model_releases.py), which its checksums name. A path is written plainly
+    # (posixpath.normpath), as ansible.builtin.find returns it: rpc_master looks each part up by its path.
     if kind == "path":
         sources_all = [posixpath.normpath(item) for item in sources_all]
-        dests = list(sources_all)
+        files = [posixpath.basename(item) for item in sources_all]
     else:
         wanted = name or names[0]
         if "/" in wanted or wanted in (".", ".."):
@@ -111,9 +112,9 @@ def parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-
             wanted = names[0]
         if count > 1:
             base = split_name(wanted)[0] if split_name(wanted) else (wanted[:-5] if wanted.endswith(".gguf") else wanted)
-            dests = [posixpath.normpath(posixpath.join(models_dir, part_name(base, index, count))) for index in range(1, count + 1)]
+            files = [part_name(base, index, count) for index in range(1, count + 1)]
         else:
-            dests = [posixpath.normpath(posixpath.join(models_dir, wanted))]
+            files = [wanted]
 
     checksums = "none"
     sums = [""] * count
@@ -142,15 +143,20 @@ def parts(source, sha256="", sha256sums="", name="", models_dir="/var/lib/llama-
         problems.append("rpc_master_model_sha256 (one per part) or rpc_master_model_sha256sums is required for a "
                         "download: a downloaded model is used only when its bytes are the publisher's.")
 
-    base = split_name(posixpath.basename(dests[0]))
-    base_name = base[0] if base else posixpath.basename(dests[0])
+    base = split_name(files[0])
+    base_name = base[0] if base else files[0]
     if base_name.endswith(".gguf"):
         base_name = base_name[:-5]
+    parts_found = []
+    for index, (src, file, digest) in enumerate(zip(sources_all, files, sums)):
+        part = {"number": index + 1, "src": src, "name": file_name(src), "file": file, "sha256": digest}
+        if kind == "path":
+            part["dest"] = src
+        parts_found.append(part)
     return {
         "kind": kind,
-        "parts": [{"number": index + 1, "src": src, "dest": dest, "name": file_name(src), "sha256": digest}
-                  for index, (src, dest, digest) in enumerate(zip(sources_all, dests, sums))],
-        "model_path": dests[0],
+        "parts": parts_found,
+        "model_path": sources_all[0] if kind == "path" else "",
         "base_name": base_name,
         "checksums": checksums,
         "problems": problems,

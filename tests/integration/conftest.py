@@ -1,6 +1,8 @@
 """Fixtures shared by the integration tests: this machine's own llama.cpp build, and a tiny model."""
 
+import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import docker
@@ -26,11 +28,35 @@ def model(tmp_path_factory):
 
 # The smallest cluster a role of the master's side can be tested on alone (make role ROLE=rpc_master, gateway, bench):
 # a master and one worker, fresh systemd hosts, deployed by playbooks/deploy.yml with the kept build (no compile). The
-# cluster scenario checks the same roles among the others, over SSH, on two clusters (make molecule SCENARIOS=cluster).
+# model comes as a three-part set from a model host on the master's loopback that wants a token, as from Hugging Face
+# (tests/tools/model_server.py), so that updates and rollbacks of a served model are tested on it. The cluster scenario
+# checks the same roles among the others, over SSH, on two clusters (make molecule SCENARIOS=cluster).
 SMALL_NETWORK = "llama-rpc-alone"
 SMALL_MASTER, SMALL_WORKER = "llama-alone-master", "llama-alone-worker"
-SMALL_MODEL = "/srv/models/tiny.gguf"
+SMALL_MODEL = "/srv/models/tiny.gguf"  # the same tensors as one file: what the master alone runs to compare tokens with
+SMALL_SOURCE = "http://127.0.0.1:8000"  # the model host: /srv/model-source on the master
+SMALL_MODEL_TOKEN = "alone-model-token"  # a test token; a real one is in Vault
 SMALL_SERVER_KEY = "alone-test-key"  # a test key; a real one is in Vault
+# Feed-forward matrices of 10.5 MiB: over llama.cpp's 10 MiB, so they travel by hash and fill the worker's cache.
+SMALL_SHAPE = {"embd": 256, "layers": 4, "ff": 10752}
+SMALL_SPLIT = 50_000_000  # three parts
+
+
+def small_model_source(directory):
+    """The model host's directory: the set and its checksum file; in v2/ new bytes under the same names (an update of
+    the served model), in other/ a four-part upload of another model, whose third part is also there under the set's
+    name for its part 3. Returns the directory."""
+    source = directory / "model-source"
+    for sub, seed, split in (("", 42, SMALL_SPLIT), ("v2", 7, SMALL_SPLIT), ("other", 9, 36_000_000)):
+        (source / sub).mkdir(parents=True, exist_ok=True)
+        first = tiny_model.write_model(source / sub / "tiny.gguf", seed=seed, split_max_size=split, **SMALL_SHAPE)
+        parts = sorted(first.parent.glob(first.name.replace("-00001-", "-0000?-")))
+        (source / sub / "SHA256SUMS").write_text("".join(
+            "%s  %s\n" % (hashlib.sha256(part.read_bytes()).hexdigest(), part.name) for part in parts))
+    foreign = sorted((source / "other").glob("tiny-0000?-of-0000*.gguf"))
+    assert len(foreign) == 4, foreign
+    shutil.copyfile(foreign[2], source / "other" / "tiny-00003-of-00003.gguf")
+    return source
 
 
 def small_cluster_inventory(directory, gateway=None, **group_vars):
@@ -43,8 +69,10 @@ def small_cluster_inventory(directory, gateway=None, **group_vars):
     variables = dict(containers.archive_source_vars(), ansible_connection="community.docker.docker",
                      ansible_python_interpreter="auto_silent",
                      llama_build_controller_cache=str(llama_cpp.BUILD_CACHE / "artifacts"),
-                     rpc_master_model_src=SMALL_MODEL, rpc_master_context_size=512,
-                     rpc_master_server_api_key=SMALL_SERVER_KEY, rpc_master_server_parallel=2, **group_vars)
+                     rpc_master_model_src=SMALL_SOURCE + "/tiny-00001-of-00003.gguf",
+                     rpc_master_model_sha256sums=SMALL_SOURCE + "/SHA256SUMS", rpc_master_model_token=SMALL_MODEL_TOKEN,
+                     rpc_master_context_size=512, rpc_master_server_api_key=SMALL_SERVER_KEY, rpc_master_server_parallel=2,
+                     **group_vars)
     path = Path(directory) / "hosts.yml"
     path.write_text(json.dumps({"all": {"children": groups, "vars": variables}}))
     return path
@@ -59,11 +87,18 @@ def small_cluster(x86_build, tmp_path_factory):
     hosts = {name: containers.start_host(client, name, SMALL_NETWORK, extra_caps=["NET_ADMIN"])
              for name in (SMALL_MASTER, SMALL_WORKER)}
     try:
-        # Feed-forward matrices of 10.5 MiB: over llama.cpp's 10 MiB, so they travel by hash and fill the worker's cache
-        model = tiny_model.write_model(tmp_path_factory.mktemp("small-model") / "tiny.gguf", embd=256, layers=4, ff=10752)
+        work = tmp_path_factory.mktemp("small-model")
+        model = tiny_model.write_model(work / "tiny.gguf", **SMALL_SHAPE)
+        source = small_model_source(work)
         master = hosts[SMALL_MASTER]
-        assert containers.sh(master, f"mkdir -p {Path(SMALL_MODEL).parent}")[0] == 0
+        containers.checked_sh(master, f"mkdir -p {Path(SMALL_MODEL).parent} /srv/model-source/v2 /srv/model-source/other")
         master.put_archive(str(Path(SMALL_MODEL).parent), containers.tar_of(model, Path(SMALL_MODEL).name))
+        for path in source.rglob("*"):
+            if path.is_file():
+                master.put_archive(str(Path("/srv/model-source") / path.parent.relative_to(source)), containers.tar_of(path))
+        master.put_archive("/usr/local/lib", containers.tar_of(ROOT / "tests" / "tools" / "model_server.py"))
+        containers.checked_sh(master, f"systemd-run --unit model-source python3 /usr/local/lib/model_server.py "
+                                      f"/srv/model-source --port 8000 --token {SMALL_MODEL_TOKEN}")
         directory = tmp_path_factory.mktemp("small-cluster")
         small_cluster_inventory(directory)
         deployed = containers.run_playbook(directory / "hosts.yml", ROOT / "playbooks" / "deploy.yml", {}, timeout=1200)

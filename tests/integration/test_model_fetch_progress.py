@@ -23,10 +23,10 @@ def published(tmp_path_factory):
 def fetch(tmp_path, base, **options):
     """ansible-playbook running the action plugin on localhost; returns the CompletedProcess and the result."""
     playbook = tmp_path / "fetch.yml"
-    arguments = {"parts": [{"number": n, "name": f"big-0000{n}-of-00003.gguf", "dest": str(tmp_path / f"big-0000{n}-of-00003.gguf"),
-                            "src": f"{base}/big-0000{n}-of-00003.gguf", "sha256": ""} for n in (1, 2, 3)],
-                 "sha256sums": f"{base}/SHA256SUMS", "token": TOKEN, "state_dir": str(tmp_path / "state"),
-                 "parallel": 3, **options}
+    arguments = {"parts": [{"number": n, "name": f"big-0000{n}-of-00003.gguf", "src": f"{base}/big-0000{n}-of-00003.gguf",
+                            "sha256": ""} for n in (1, 2, 3)],
+                 "sha256sums": f"{base}/SHA256SUMS", "token": TOKEN, "models_dir": str(tmp_path / "models"),
+                 "state_dir": str(tmp_path / "state"), "parallel": 3, **options}
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
         {"name": "Fetch", "graviton.llama_rpc.model_fetch": arguments, "register": "fetched"},
         {"name": "Show", "ansible.builtin.debug": {"msg": "RESULT {{ fetched | to_json }}"}}]}]))
@@ -56,7 +56,7 @@ def test_progress_is_printed_while_a_set_downloads(published, tmp_path):
     assert result["done"] and result["changed"] and TOKEN not in run.stdout + run.stderr
     assert result["fetched_bytes"] == total, result
     for path in paths:
-        assert (tmp_path / path.name).read_bytes() == path.read_bytes()
+        assert (tmp_path / "models" / result["release"]["name"] / path.name).read_bytes() == path.read_bytes()
 
 
 def test_the_whole_transfer_is_bounded_and_its_bytes_kept(published, tmp_path):
@@ -66,7 +66,7 @@ def test_the_whole_transfer_is_bounded_and_its_bytes_kept(published, tmp_path):
     try:
         base = "http://127.0.0.1:%d" % server.server_address[1]
         run, _result = fetch(tmp_path, base, progress_seconds=1, total_timeout=3)
-        kept = sum(path.stat().st_size for path in tmp_path.glob("*.partial"))
+        kept = sum(path.stat().st_size for path in (tmp_path / "models").rglob("*.partial"))
         again, result = fetch(tmp_path, base, progress_seconds=1)
         sent = sum(count for name, count in server.RequestHandlerClass.sent.items() if name.endswith(".gguf"))
     finally:

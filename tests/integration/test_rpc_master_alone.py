@@ -5,8 +5,15 @@ worker's cache holds the plan's share, and a second deploy changes nothing. The 
 among the others, over SSH, with a three-part set, faults and refusals (make molecule SCENARIOS=cluster)."""
 
 import json
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
 
-from tests.integration.conftest import SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_WORKER, ROOT
+import pytest
+
+from tests.integration.conftest import SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_SOURCE, SMALL_WORKER, ROOT
 from tests.tools import containers, llama_cpp
 
 sh = containers.sh
@@ -79,3 +86,215 @@ def test_a_second_deploy_changes_nothing(small_cluster):
     again = containers.run_playbook(directory / "hosts.yml", ROOT / "playbooks" / "deploy.yml", {}, timeout=1200)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert containers.changed_per_host(again.stdout) == {SMALL_MASTER: 0, SMALL_WORKER: 0}, again.stdout[-4000:]
+
+
+# --- a model update that fails loses nothing, a rollback fetches nothing, a restart of every node aborts nothing -------
+# Each bad update deploys new bytes under the served model's name (v2/ on the model host: another model of the same
+# shape, so a switch shows in the tokens) and must be refused with its own cause while the served model's files (inode,
+# size, sha256), the worker's cache and llama-server's greedy answer stay as they were.
+MODELS = "/var/lib/llama-models"
+V2 = {"rpc_master_model_src": SMALL_SOURCE + "/v2/tiny-00001-of-00003.gguf",
+      "rpc_master_model_sha256sums": SMALL_SOURCE + "/v2/SHA256SUMS"}
+GREEDY = {"prompt": PROMPT, "n_predict": 12, "temperature": 0, "cache_prompt": False}
+
+
+def greedy(master):
+    status, answer = server(master, "/completion", body=GREEDY)
+    assert status == 200, answer
+    return json.loads(answer)["content"]
+
+
+def served_files(master):
+    """The served model's files: (inode, size, sha256) by path, from the master's published state."""
+    state = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))
+    listing = containers.checked_sh(master, "cd %s && for f in $(ls -A); do echo $(stat -c '%%i %%s' $f) $(sha256sum < $f "
+                                            "| cut -c1-64) $PWD/$f; done" % shlex.quote(str(Path(state["model_path"]).parent)))
+    return {line.split()[3]: tuple(line.split()[:3]) for line in listing.splitlines()}
+
+
+def worker_cache(worker):
+    return containers.checked_sh(worker, f"ls {CACHE_DIR}").split()
+
+
+def host_sent(master):
+    """What the model host sent, per file (tests/tools/model_server.py)."""
+    return json.loads(containers.checked_sh(master, f"python3 -c \"import urllib.request; print(urllib.request.urlopen("
+                                                    f"'{SMALL_SOURCE}/_sent').read().decode())\""))["sent"]
+
+
+def model_host(master, **settings):
+    query = "&".join(f"{key}={value}" for key, value in settings.items())
+    containers.checked_sh(master, f"python3 -c \"import urllib.request; urllib.request.urlopen('{SMALL_SOURCE}/_control?{query}')\"")
+
+
+def update(directory, extra, background=False, master=None):
+    """deploy.yml's master part (the build and the worker as they are) with extra vars. With master, what earlier
+    updates left half fetched on it goes first (each case starts from nothing fetched)."""
+    if master is not None:
+        containers.checked_sh(master, f"rm -rf {MODELS}/.incoming/*")
+    command = ["ansible-playbook", "-i", str(directory / "hosts.yml"), str(ROOT / "playbooks" / "deploy.yml"),
+               "--tags", "rpc_master", "-e", json.dumps(extra)]
+    if background:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def in_use(small_cluster):
+    """The served model as the first deploy left it: its files, the worker's cache and the greedy answer."""
+    hosts, directory, _output = small_cluster
+    master, worker = hosts[SMALL_MASTER], hosts[SMALL_WORKER]
+    return SimpleNamespace(master=master, worker=worker, directory=directory, files=served_files(master),
+                           cache=worker_cache(worker), answer=greedy(master))
+
+
+def assert_unchanged(in_use, run, *messages):
+    output = run.stdout + (run.stderr or "")
+    assert run.returncode != 0, output[-3000:]
+    for message in messages:
+        assert message in output, f"{message!r} not in:\n{output[-3000:]}"
+    assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+    assert served_files(in_use.master) == in_use.files
+    assert worker_cache(in_use.worker) == in_use.cache
+    assert greedy(in_use.master) == in_use.answer
+
+
+def test_an_update_that_fails_leaves_the_served_model_as_it_was(in_use):
+    """A part of another set under the set's name (its checksum given, so the checksums pass), a wrong checksum for
+    part 2, a part that stops sending and never resumes, a source that refuses midway (after part 1: a token revoked),
+    a set the disk cannot hold (refused before any byte), a disk that fills during the download."""
+    master = in_use.master
+    sums = json.loads(containers.checked_sh(master, "python3 -c \"import hashlib, json, glob; print(json.dumps({f: "
+                                                    "hashlib.sha256(open(f, 'rb').read()).hexdigest() for f in "
+                                                    "glob.glob('/srv/model-source/*/*.gguf')}))\""))
+    v2 = [sums["/srv/model-source/v2/tiny-0000%d-of-00003.gguf" % n] for n in (1, 2, 3)]
+    foreign = sums["/srv/model-source/other/tiny-00003-of-00003.gguf"]
+    parts = [SMALL_SOURCE + "/v2/tiny-00001-of-00003.gguf", SMALL_SOURCE + "/v2/tiny-00002-of-00003.gguf",
+             SMALL_SOURCE + "/other/tiny-00003-of-00003.gguf"]
+    mixed = update(in_use.directory, master=master,
+                   extra={"rpc_master_model_src": parts, "rpc_master_model_sha256": v2[:2] + [foreign],
+                          "rpc_master_model_sha256sums": ""})
+    assert_unchanged(in_use, mixed, "every part has its checksum, but the set cannot be loaded",
+                     "is not part 3 of the set of tiny-00001-of-00003.gguf")
+    assert "GGUF files only" not in mixed.stdout + mixed.stderr
+
+    wrong = update(in_use.directory, master=master,
+                   extra=dict(V2, rpc_master_model_sha256=[v2[0], "b" * 64, v2[2]], rpc_master_model_sha256sums=""))
+    assert_unchanged(in_use, wrong, "part 2 (tiny-00002-of-00003.gguf) has sha256 %s after its download, not %s" % (v2[1], "b" * 64))
+
+    model_host(master, stall="v2/tiny-00002-of-00003.gguf:4000000")
+    stalled = update(in_use.directory, master=master,
+                     extra=dict(V2, rpc_master_model_read_timeout=2, rpc_master_model_download_attempts=2))
+    model_host(master, reset=1)
+    assert_unchanged(in_use, stalled, "part 2 (tiny-00002-of-00003.gguf) could not be fetched after 2 attempts in a row "
+                                      "(timed out)")
+
+    sent = sum(count for name, count in host_sent(master).items() if name.endswith(".gguf"))
+    first_part = int(containers.checked_sh(master, "stat -c %s /srv/model-source/v2/tiny-00001-of-00003.gguf"))
+    model_host(master, refuse_after=sent + 3 + first_part, code=403)  # its first byte asked of each part, then part 1
+    refused = update(in_use.directory, master=master, extra=dict(V2, rpc_master_model_download_parallel=1))
+    model_host(master, reset=1)
+    assert_unchanged(in_use, refused, "the source refused part 2 (tiny-00002-of-00003.gguf) with the token given (HTTP 403)")
+
+    # the disk the download goes to: too small for the set, then filled by something else while it downloads
+    containers.checked_sh(master, f"rm -rf {MODELS}/.incoming/* && mount -t tmpfs -o size=100m tmpfs {MODELS}/.incoming")
+    try:
+        before = host_sent(master)
+        small = update(in_use.directory, V2)
+        assert_unchanged(in_use, small, "The model needs 0.1", "GB more in /var/lib/llama-models/.incoming/tiny-",
+                         "which has 0.10 GB free", "Free space there, or set rpc_master_models_dir to a larger disk. "
+                         "Nothing was fetched.")
+        assert {name: count - before.get(name, 0) for name, count in host_sent(master).items()
+                if count != before.get(name, 0) and name.endswith(".gguf")} == {f"v2/tiny-0000{n}-of-00003.gguf": 1 for n in (1, 2, 3)}
+        containers.checked_sh(master, f"mount -o remount,size=200m {MODELS}/.incoming")
+        model_host(master, rate=20_000_000)
+        filling = update(in_use.directory, V2, background=True)
+        wait_for_partial(master, 10_000_000)
+        containers.checked_sh(master, f"fallocate -l $(( $(stat -f -c '%a * %S' {MODELS}/.incoming) )) {MODELS}/.incoming/filler "
+                                      f"|| dd if=/dev/zero of={MODELS}/.incoming/filler bs=1M 2>/dev/null; true")
+        output, _stderr = filling.communicate(timeout=600)
+        model_host(master, reset=1)
+        assert_unchanged(in_use, SimpleNamespace(returncode=filling.returncode, stdout=output, stderr=""),
+                         "no space left in /var/lib/llama-models/.incoming/tiny-", "the next run resumes")
+    finally:
+        containers.sh(master, f"umount {MODELS}/.incoming")
+
+
+def wait_for_partial(master, size, timeout=120):
+    """Until a download under way has written size bytes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sizes = containers.sh(master, f"find {MODELS}/.incoming -name '*.partial' -printf '%s\\n'")[1].split()
+        if any(int(found) >= size for found in sizes):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"no download reached {size} bytes in {timeout} s")
+
+
+def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetches_nothing(in_use):
+    """kill -9 of the deploy and of the download on the master in the middle of a part: the served model as it was. A
+    good deploy then completes from where the cut one stopped (the host sends the set about once), switches
+    llama-server to the new model in one step (its tokens are another model's), and keeps the first one and its tensors
+    in the worker's cache; a rollback (rpc_master_model_release=previous) switches back with no byte fetched and
+    nothing sent to the worker: the first answer again."""
+    master, worker = in_use.master, in_use.worker
+    model_host(master, rate=20_000_000)
+    killed = update(in_use.directory, V2, background=True, master=master)
+    wait_for_partial(master, 20_000_000)
+    killed.kill()
+    killed.wait(timeout=60)
+    # and the download itself, on the master: the process that holds a part open
+    containers.checked_sh(master, f"for fd in /proc/[0-9]*/fd/*; do case $(readlink $fd) in {MODELS}/.incoming/*.partial) "
+                                  "pid=${fd#/proc/}; kill -9 ${pid%%/*};; esac; done; true")
+    model_host(master, reset=1)
+    assert served_files(master) == in_use.files and greedy(master) == in_use.answer
+    had = int(containers.checked_sh(master, f"find {MODELS}/.incoming -type f -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}'"))
+    before = host_sent(master)
+
+    good = update(in_use.directory, V2)
+    assert good.returncode == 0, (good.stdout + good.stderr)[-4000:]
+    total = sum(int(size) for size in containers.checked_sh(master, "stat -c %s /srv/model-source/v2/tiny-0000?-of-00003.gguf").split())
+    sent = sum(count - before.get(name, 0) for name, count in host_sent(master).items()
+               if name.startswith("v2/") and name.endswith(".gguf"))
+    print(f"v2 across a kill: {had} of {total} bytes on the master at the kill, {sent} sent after it")
+    assert 0 < had < total and total - had <= sent <= total - had + 6, (had, sent, total)  # and one byte per part asked twice
+    switched = greedy(master)
+    assert switched != in_use.answer and served_files(master) != in_use.files
+    assert all(name in worker_cache(worker) for name in in_use.cache), "the first model's tensors were not kept"
+    assert "Kept for a rollback (rpc_master_model_release=previous, or a name): tiny-" in good.stdout
+
+    sent = host_sent(master)
+    back = update(in_use.directory, dict(V2, rpc_master_model_release="previous"))
+    assert back.returncode == 0, (back.stdout + back.stderr)[-4000:]
+    assert host_sent(master) == sent
+    assert served_files(master) == in_use.files and greedy(master) == in_use.answer
+    sends = containers.task_output(back.stdout, "graviton.llama_rpc.rpc_master : Send what the caches lack")
+    assert "skipping: [" in sends and "included: " not in sends, sends
+
+
+def test_a_restart_of_every_node_starts_llama_server_once_its_worker_answers(in_use):
+    """Both hosts stopped and started again (as a cluster started again, or every node rebooted), the worker's service
+    slower to listen than the master's llama-server to start (a drop-in delays it 8 s: a worker's host up, its port not
+    yet open, refuses the master): llama-server waits for it instead of aborting. Its journal since has one start, no
+    failed connection and no abort; then it serves the same answer."""
+    master, worker = in_use.master, in_use.worker
+    slow = "/etc/systemd/system/llama-rpc-worker@.service.d/zz-test-slow-start.conf"
+    containers.checked_sh(worker, f"mkdir -p {Path(slow).parent} && printf '[Service]\\nExecStartPre=/bin/sleep 8\\n' > {slow}")
+    since = containers.checked_sh(master, "date +%s")
+    try:
+        for container in (master, worker):
+            container.stop(timeout=30)
+        for container in (master, worker):  # in the order they were made: docker gives each its address again
+            container.start()
+            containers.wait_until_booted(container)
+        deadline = time.monotonic() + 180
+        while server(master, "/health")[0] != 200:
+            assert time.monotonic() < deadline, "llama-server does not answer /health 180 s after the start"
+            time.sleep(1)
+    finally:
+        containers.checked_sh(worker, f"rm -f {slow} && systemctl daemon-reload")
+    # (a container shares the host's boot: the journal since the stop, not since the boot)
+    journal = containers.checked_sh(master, f"journalctl -u llama-server --since @{int(since) + 1} --no-pager -o cat")
+    assert journal.count("Started llama-server.service") == 1, journal[-3000:]
+    assert "Failed to connect" not in journal and "ABRT" not in journal and "core-dump" not in journal, journal[-3000:]
+    assert greedy(master) == in_use.answer

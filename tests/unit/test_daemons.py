@@ -6,10 +6,14 @@ The worker watchdog's false alarm of 2026-11-24 is here: a busy worker on starve
 unread at every look while it answered them all (its bytes received grew); the first version killed it."""
 
 import importlib.util
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.graviton.llama_rpc.plugins.filter.split_endpoint import split_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data" / "daemons"
@@ -166,3 +170,56 @@ def test_a_file_still_being_written_is_left_alone(tmp_path):
 
 def test_a_cache_directory_not_made_yet_is_no_error(tmp_path):
     assert cache_guard.Guard(str(tmp_path / "rpc"), fnv1a_64, settle=2).sweep() == []
+
+
+# --- llama-server's start: its workers first ---------------------------------------------------------------------------
+wait_workers = daemon("rpc_master", "llama-server-wait-workers")
+
+
+@pytest.mark.parametrize("value", ["10.0.2.11:50052,10.0.2.12:50099", "[fd00::b]:50052", "llama-worker-1:50052,"])
+def test_the_worker_list_is_read_as_the_collection_writes_it(value):
+    """LLAMA_ARG_RPC as rpc_master writes it (worker_list): each endpoint split as the split_endpoint filter splits it."""
+    expected = [split_endpoint(item) for item in value.split(",") if item]
+    assert wait_workers.endpoints(value) == [(item["host"], item["port"]) for item in expected]
+    with pytest.raises(ValueError):
+        wait_workers.endpoints("10.0.2.11")
+
+
+def test_it_waits_for_every_worker_and_names_those_that_never_answer(monkeypatch):
+    """A clock the test moves: the second worker accepts after 12 s (a line in the journal after 10); a third never, and
+    is named when the bound passes."""
+    now = [0.0]
+    up_at = {("a", 1): 0, ("b", 2): 12, ("c", 3): 10 ** 9}
+    logged = []
+    monkeypatch.setattr(wait_workers, "log", logged.append)
+
+    def accept(host, port):
+        return now[0] >= up_at[(host, port)]
+
+    def sleep(seconds):
+        now[0] += seconds
+    assert wait_workers.wait([("a", 1), ("b", 2)], 60, accept, lambda: now[0], sleep) == []
+    assert now[0] == 12 and logged == ["waiting for RPC workers to accept connections: b:2 (10 s so far)"]
+    now[0] = 0.0
+    assert wait_workers.wait([("a", 1), ("c", 3)], 30, accept, lambda: now[0], sleep) == [("c", 3)]
+
+
+def test_it_becomes_the_program_once_the_workers_accept(tmp_path):
+    """A real listening socket for a worker: the script replaces itself with the program (here a shell that writes a
+    file); with a worker that refuses, it exits 1 after the bound, the program never started."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    script = ROOT / "roles" / "rpc_master" / "files" / "llama-server-wait-workers.py"
+    marker = tmp_path / "started"
+    program = ["--", "/bin/sh", "-c", "echo started > %s" % marker]
+    env = {"LLAMA_ARG_RPC": "127.0.0.1:%d" % listener.getsockname()[1], "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, str(script), "--timeout", "5"] + program, env=env, capture_output=True,
+                         text=True, timeout=30, check=False)
+    assert run.returncode == 0 and marker.read_text() == "started\n", run.stdout + run.stderr
+    listener.close()
+    marker.unlink()
+    refused = subprocess.run([sys.executable, str(script), "--timeout", "1"] + program, env=env, capture_output=True,
+                             text=True, timeout=30, check=False)
+    assert refused.returncode == 1 and not marker.exists()
+    assert "accept no connection after 1 s: llama-server not started (systemd tries again)" in refused.stdout

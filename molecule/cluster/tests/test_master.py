@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from tests.tools import collection, containers, model_shapes, tiny_model  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, tensor_cache  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, model_releases, tensor_cache  # noqa: E402  pylint: disable=wrong-import-position
 from tests.tools import fault_injection, llama_cpp  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -234,12 +234,17 @@ def test_the_set_came_with_its_token_resumed_after_a_cut_and_verified(host):
     print(f"model host: sent {sent} bytes for a set of {total} ({sent / total:.3f}x), cut {report['cut']}")
     assert report["cut"] == ["tiny-00002-of-00003.gguf"], report
     assert total <= sent <= 1.1 * total, (sent, total)
-    for path in SET:
-        fetched = host.file(f"/var/lib/llama-models/{path.name}")
-        assert fetched.sha256sum == hashlib.sha256(path.read_bytes()).hexdigest() and fetched.mode == 0o644
-    assert not host.run("ls /var/lib/llama-models/*.partial").stdout
+    # a release of its own, named after the model and its bytes, moved into place whole
+    sums = [hashlib.sha256(path.read_bytes()).hexdigest() for path in SET]
+    release = f"/var/lib/llama-models/{model_releases.release_name('tiny', sums)}"
+    assert json.loads(host.file(MASTER_STATE).content_string)["model_path"] == f"{release}/{SET[0].name}"
+    for path, digest in zip(SET, sums):
+        fetched = host.file(f"{release}/{path.name}")
+        assert fetched.sha256sum == digest and fetched.mode == 0o644
+    assert not host.run("find /var/lib/llama-models -name '*.partial'").stdout
+    assert host.run("ls -A /var/lib/llama-models/.incoming").stdout == ""
     record = json.loads(host.file("/var/lib/llama-rpc-master/fetch/verified.json").content_string)
-    assert {f"/var/lib/llama-models/{path.name}" for path in SET} <= set(record), record
+    assert {f"{release}/{path.name}" for path in SET} <= set(record), record
 
 
 def test_server_announces_the_model_by_its_name(host):
@@ -319,8 +324,8 @@ def test_a_deploy_keeps_the_caches_removes_strays_and_repairs_damage(host):
     assert removed_by_guard and f"Removed the tensor cache file {altered}" in journal, journal[-2000:]
     # The re-run read no model byte to check the model: model_fetch found every part in its record, unchanged since
     # (a stat each), so nothing was fetched, signed or hashed, and the model host sent nothing.
-    present = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Look for the model's parts, and ask "
-                                                 "their sources")
+    present = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Look for the model's release, and ask "
+                                                 "its sources")
     fetch = containers.task_output(run.stdout, "graviton.llama_rpc.rpc_master : Fetch and verify the model's parts "
                                                "(progress every 30 s)")
     assert "ok: [" in present and "skipping: [" in fetch and "ok: [" not in fetch, (present, fetch)
@@ -391,8 +396,9 @@ def test_every_type_is_staged_and_a_removed_model_leaves_nothing_in_the_caches(h
     """A second model, whose feed-forward tensors are MXFP4, IQ4_XS, IQ2_XXS, Q2_K, TQ2_0, BF16 and Q8_0 (random blocks,
     every one over 10 MiB) and whose output is tied to its 12 MB embeddings, deployed from a path: the plan and the
     hashes cover every tensor llama.cpp sends by hash (the embeddings' copy on the output layer's worker too), and a
-    load from the staged caches stores nothing in them (names and times unchanged). Then the first model again: the
-    second one's cache files are gone from every worker."""
+    load from the staged caches stores nothing in them (names and times unchanged); the first model's files stay in the
+    caches, kept for a rollback (rpc_master_models_kept: 1). Then the first model again, keeping none: the second one's
+    cache files are gone from every worker."""
     other = model_shapes.typed(tmp_path / "typed.gguf")
     subprocess.run(["docker", "cp", str(other), f"{host.backend.get_hostname()}:/srv/typed.gguf"], check=True)
     workers = RUNNER.get_hosts(WORKER_GROUP)
@@ -404,17 +410,19 @@ def test_every_type_is_staged_and_a_removed_model_leaves_nothing_in_the_caches(h
 
     try:
         deploy({"rpc_master_model_src": "/srv/typed.gguf", "rpc_master_model_sha256": "", "rpc_master_model_sha256sums": ""})
-        second_model = {name: set(cached_files(name)) for name in workers}
+        shares = planned_shares(host)
+        second_model = {name: set(cached_files(name)) - first_model[name] for name in workers}
         # A small model may sit on one worker alone: the other's share, and so its cache, is then empty.
-        assert second_model == planned_shares(host) and any(second_model.values()), second_model
+        assert second_model == shares and any(second_model.values()), (second_model, shares)
         assert len(set().union(*second_model.values())) == len(hashed), (second_model, len(hashed))
-        assert not any(second_model[name] & first_model[name] for name in workers), (first_model, second_model)
+        # the first model's files are all still there, beside the second's
+        assert all(first_model[name] <= set(cached_files(name)) for name in workers), first_model
         before_load = {name: cache_times(name) for name in workers}
         host.check_output("systemctl restart llama-server")
         wait_until_serving(host)
         assert {name: cache_times(name) for name in workers} == before_load
     finally:
-        deploy()
+        deploy({"rpc_master_models_kept": 0})
         host.run("rm -f /srv/typed.gguf /srv/.typed.gguf.tensors.json")
     for name in workers:
         assert set(cached_files(name)) == first_model[name], name
@@ -717,7 +725,7 @@ def fixture_s3_model(host):
         yield env
     finally:
         server.stop()
-        host.run("rm -f /var/lib/llama-models/from-s3*.gguf")
+        host.run("rm -rf /var/lib/llama-models/from-s3-* /var/lib/llama-models/.incoming/from-s3-*")
 
 
 def test_a_set_from_a_path_on_the_master(host):
@@ -737,7 +745,9 @@ def test_model_from_s3_through_a_signed_url(host, s3_model):
     with no AWS credentials of its own (and the scenario's token is not sent with them: S3 refuses a second
     credential); the signed URLs never reach the (verbose) log; inference runs on the fetched set, renamed with its
     pattern; a re-run signs and downloads nothing."""
-    fetched = "/var/lib/llama-models/from-s3-00001-of-00003.gguf"
+    release = "/var/lib/llama-models/" + model_releases.release_name(
+        "from-s3", [hashlib.sha256(path.read_bytes()).hexdigest() for path in SET])
+    fetched = f"{release}/from-s3-00001-of-00003.gguf"
     source = {"rpc_master_model_src": "s3://llama-models/set/tiny-00001-of-00003.gguf", "rpc_master_model_name": "from-s3",
               "rpc_master_model_sha256sums": "s3://llama-models/set/SHA256SUMS"}
     first = infer(source, env=s3_model)
@@ -747,7 +757,7 @@ def test_model_from_s3_through_a_signed_url(host, s3_model):
     result, _count = latest_result()
     assert result["model"]["path"] == fetched and result["figures"]["eval_tps"] > 0 and len(result["model"]["parts"]) == 3
     for number, path in enumerate(SET, start=1):
-        part = host.file(f"/var/lib/llama-models/from-s3-0000{number}-of-00003.gguf")
+        part = host.file(f"{release}/from-s3-0000{number}-of-00003.gguf")
         assert part.sha256sum == hashlib.sha256(path.read_bytes()).hexdigest() and part.mode == 0o644
     model = host.file(fetched)
     # The master downloaded through the signed URL alone: it has no boto3 (amazon.aws modules could not run there).
@@ -777,10 +787,11 @@ def test_model_from_s3_refusals(host, s3_model):
     other = infer({"rpc_master_model_src": "s3://llama-models/tiny/tiny.gguf", "rpc_master_model_name": "from-s3-bad.gguf",
                    "rpc_master_model_sha256": "0" * 64, "rpc_master_model_sha256sums": ""}, env=s3_model)
     output = other.stdout + other.stderr
-    assert_refused(host, other, "The model (s3://llama-models/tiny/tiny.gguf) is not on", "after its download, not " + "0" * 64,
+    assert_refused(host, other, "The model (s3://llama-models/tiny/tiny.gguf) was not fetched to", "after its download, not " + "0" * 64,
                    "(its checksum in rpc_master_model_sha256). It was removed")
     assert "X-Amz-Signature" not in output
-    assert not host.file("/var/lib/llama-models/from-s3-bad.gguf").exists
+    assert not host.run("find /var/lib/llama-models -name 'from-s3-bad*'").stdout
+    assert "Nothing the master serves changed: llama-server still serves" in output
     assert latest_result()[1] == count
     wait_until_serving(host)
 

@@ -331,6 +331,9 @@ MASTER_CASES = {
                              ["rpc_master_model_download_timeout=0: set it to 1 second or more. rpc_master_model_read_timeout=0: "
                               "set it to 1 second or more. rpc_master_model_download_attempts=0: set it to 1 or more. "
                               "rpc_master_model_download_parallel=0: set it to 1 or more (parts at once)."]),
+    "a negative count of kept models": ({"rpc_master_models_kept": -1},
+                                        ["Out of range: rpc_master_models_kept=-1: set it to 0 (only the served model) or "
+                                         "more (models kept for a rollback)."]),
     "an unbounded prompt cache": ({"rpc_master_server_cache_ram_mib": -1},
                                   ["rpc_master_server_cache_ram_mib=-1: set it to 0 (no prompt cache) or more MiB; an "
                                    "unbounded cache (-1) cannot be planned."]),

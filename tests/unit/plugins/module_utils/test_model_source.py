@@ -1,4 +1,4 @@
-"""rpc_master_model_src and its checksums: the parts of a model, where each goes, and every input rule (the role's
+"""rpc_master_model_src and its checksums: the parts of a model, each one's name on the master, and every input rule (the role's
 pre-flight refuses with these messages before anything on a host changes)."""
 
 import pytest
@@ -12,13 +12,16 @@ SUM = "a" * 64
 def test_one_file_from_a_url():
     model = model_parts(HF + "/model.gguf?download=true", sha256=SUM)
     assert model["problems"] == [] and model["kind"] == "url" and model["base_name"] == "model"
-    assert model["parts"] == [{"number": 1, "src": HF + "/model.gguf?download=true", "dest": "/var/lib/llama-models/model.gguf",
-                               "name": "model.gguf", "sha256": SUM}]
+    # a download's place is its release's (model_fetch): none yet
+    assert model["parts"] == [{"number": 1, "src": HF + "/model.gguf?download=true", "name": "model.gguf",
+                               "file": "model.gguf", "sha256": SUM}]
+    assert model["model_path"] == ""
 
 
 def test_a_set_from_its_first_part_expands_to_every_part_by_name():
     model = model_parts(HF + "/big-00001-of-00003.gguf?download=true", sha256=["a" * 64, "b" * 64, "C" * 64])
-    assert model["problems"] == [] and model["model_path"] == "/var/lib/llama-models/big-00001-of-00003.gguf"
+    assert model["problems"] == [] and model["model_path"] == ""
+    assert [part["file"] for part in model["parts"]] == ["big-0000%d-of-00003.gguf" % n for n in (1, 2, 3)]
     assert [part["src"] for part in model["parts"]] == [HF + "/big-0000%d-of-00003.gguf?download=true" % n for n in (1, 2, 3)]
     assert [part["sha256"] for part in model["parts"]] == ["a" * 64, "b" * 64, "c" * 64]
     assert model["base_name"] == "big"
@@ -26,9 +29,12 @@ def test_a_set_from_its_first_part_expands_to_every_part_by_name():
 
 def test_a_set_as_a_list_and_renamed_keeps_llama_cpps_pattern():
     sources = ["s3://bucket/models/big-0000%d-of-00002.gguf" % n for n in (1, 2)]
-    model = model_parts(sources, sha256sums="s3://bucket/models/SHA256SUMS", name="renamed.gguf", models_dir="/m")
+    model = model_parts(sources, sha256sums="s3://bucket/models/SHA256SUMS", name="renamed.gguf")
     assert model["problems"] == [] and model["checksums"] == "sha256sums" and model["kind"] == "s3"
-    assert [part["dest"] for part in model["parts"]] == ["/m/renamed-00001-of-00002.gguf", "/m/renamed-00002-of-00002.gguf"]
+    assert [part["file"] for part in model["parts"]] == ["renamed-00001-of-00002.gguf", "renamed-00002-of-00002.gguf"]
+    # looked up in the checksum file by the names they are published under
+    assert [part["name"] for part in model["parts"]] == ["big-00001-of-00002.gguf", "big-00002-of-00002.gguf"]
+    assert all("dest" not in part for part in model["parts"])
     assert model["base_name"] == "renamed"
 
 
@@ -44,8 +50,7 @@ def test_paths_are_written_plainly_as_the_role_finds_them_on_the_master():
     assert [part["dest"] for part in model["parts"]] == ["/data/models/big-00001-of-00002.gguf", "/data/models/big-00002-of-00002.gguf"]
     assert [part["src"] for part in model["parts"]] == [part["dest"] for part in model["parts"]]
     assert model["model_path"] == "/data/models/big-00001-of-00002.gguf"
-    downloaded = model_parts(HF + "/model.gguf", sha256=SUM, models_dir="/var/lib//llama-models/")
-    assert downloaded["model_path"] == "/var/lib/llama-models/model.gguf"
+    assert [part["file"] for part in model["parts"]] == ["big-00001-of-00002.gguf", "big-00002-of-00002.gguf"]
 
 
 @pytest.mark.parametrize("source, arguments, message", [

@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A file's sha256 computed by a process of its own, which outlives the module call that started it: a 200 GB part
+takes minutes to hash, and model_fetch returns every few seconds with its progress. sha256's state cannot be saved
+between calls, so one process reads the file once, start to end, and reports as it goes.
+
+This file is also that process's program: start() runs it with Python (its own source, which the module's zip holds),
+and it detaches itself (a fork, a session of its own, its output nowhere), so the call that started it returns at once.
+Its report is a JSON file, replaced whole at each write: {"pid", "done", "size"}, then "sha256" or "error" at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+
+BLOCK = 8 << 20
+
+
+def _report(out, state):
+    with open(out + ".tmp", "w") as handle:
+        json.dump(state, handle)
+    os.replace(out + ".tmp", out)
+
+
+def hash_file(path, out):
+    """Hashes path, reporting into out about once a second."""
+    state = {"pid": os.getpid(), "done": 0, "size": 0}
+    digest, last = hashlib.sha256(), 0.0
+    try:
+        state["size"] = os.path.getsize(path)
+        _report(out, state)
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(BLOCK), b""):
+                digest.update(block)
+                state["done"] += len(block)
+                if time.monotonic() - last > 1:
+                    _report(out, state)
+                    last = time.monotonic()
+        state["sha256"] = digest.hexdigest()
+    except OSError as error:
+        state["error"] = str(error)
+    _report(out, state)
+
+
+def _detached(path, out):
+    """Forks; the parent returns at once, the child hashes in a session of its own with no terminal or output."""
+    if os.fork():
+        return
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for descriptor in (0, 1, 2):
+        os.dup2(devnull, descriptor)
+    try:
+        hash_file(path, out)
+    finally:
+        os._exit(0)
+
+
+def start(module, path, out):
+    """Starts hashing path in the background, its report in out. Returns an error text, or None."""
+    source = __loader__.get_source(__name__)  # pylint: disable=undefined-variable  # the module's zip, or this file
+    code, _out, err = module.run_command([sys.executable, "-c", source, path, out])
+    return None if code == 0 else (err.strip() or "exit code %d" % code)
+
+
+def poll(out):
+    """The report in out: None when there is none, else its dict with "running" (False when its process is gone
+    without a result: killed, or the host restarted)."""
+    try:
+        with open(out) as handle:
+            state = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    running = "sha256" not in state and "error" not in state
+    if running:
+        try:
+            os.kill(int(state["pid"]), 0)
+        except (ProcessLookupError, KeyError, ValueError, TypeError):
+            running = False
+        except PermissionError:  # alive, another user's
+            pass
+    state["running"] = running
+    return state
+
+
+if __name__ == "__main__":
+    _detached(sys.argv[1], sys.argv[2])
