@@ -130,13 +130,13 @@ class ModelHost(BaseHTTPRequestHandler):
                 block = handle.read(min(CHUNK, length - sent) if limit is None else min(CHUNK, limit - sent))
                 if not block:
                     break
-                with self.lock:  # counted before it goes: a test that reads /_sent after its answer finds it
-                    self.sent[name] = self.sent.get(name, 0) + len(block)
                 try:
                     self.wfile.write(block)
                 except OSError:
                     break
                 sent += len(block)
+                with self.lock:  # what the connection took (a client that stops reading may not see all of it)
+                    self.sent[name] = self.sent.get(name, 0) + len(block)
                 if limit is not None and sent >= limit:
                     break
         if stall is not None and limit is not None:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import time
 import urllib.request
 
 import pytest
@@ -65,8 +66,16 @@ def arguments(base, target, prefix="", **extra):
 
 
 def sent(server):
-    """Model bytes the host sent (the checksum file is fetched on every run: a few hundred bytes)."""
-    return sum(count for name, count in server.RequestHandlerClass.sent.items() if name.endswith(".gguf"))
+    """Model bytes the host sent (the checksum file is fetched on every run: a few hundred bytes). The host counts a
+    block once the connection took it, a moment after the client may have it: read until the count stands still."""
+    def count():
+        return sum(value for name, value in server.RequestHandlerClass.sent.items() if name.endswith(".gguf"))
+    last = count()
+    while True:
+        time.sleep(0.05)
+        if count() == last:
+            return last
+        last = count()
 
 
 def ask(url):
