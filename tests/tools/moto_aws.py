@@ -76,6 +76,20 @@ def docker_consoles():
     General.get_console_output = get_console_output
 
 
+def volumes_name_their_snapshot():
+    """AWS answers SnapshotId "" for a volume made from no snapshot; moto leaves it out, and amazon.aws's ec2_vol_info
+    reads it as if always there (aws_infra's cost reads the cluster's volumes)."""
+    from moto.ec2.models import elastic_block_store  # pylint: disable=import-outside-toplevel
+    made = elastic_block_store.Volume.__init__
+
+    def init(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        if self.snapshot_id is None:
+            self.snapshot_id = ""
+
+    elastic_block_store.Volume.__init__ = init
+
+
 def load_images():
     """Has moto read IMAGES: its AMI module reads the file MOTO_AMIS_PATH names when it is imported, and later only
     asks whether the variable is set. So the file is removed at once (each server left one in /tmp before)."""
@@ -92,6 +106,7 @@ def serve(port, pidfile=None, consoles=()):
     os.environ.setdefault("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
     os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
     load_images()
+    volumes_name_their_snapshot()
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel
 
