@@ -4,6 +4,7 @@ master. Names and groups match inventories/local/hosts.yml.
     python -m demo.cluster up MODEL_DIR
     python -m demo.cluster first-load-model MODEL_DIR   (prints the model's path on the master)
     python -m demo.cluster has-tun                       (exit 0 when every container has the TUN device)
+    python -m demo.cluster stop|start                    (its containers, kept with everything in them)
     python -m demo.cluster down
 """
 
@@ -82,6 +83,18 @@ def has_tun():
     return all(client.containers.get(name).exec_run(["test", "-c", "/dev/net/tun"]).exit_code == 0 for name in names())
 
 
+def power(state):
+    """make demo-stop and demo-start: the containers stopped or started, the master first (start.yml then waits for
+    llama-server); everything in them stays."""
+    client = docker.from_env()
+    hosts = [client.containers.get(name) for name in names()]
+    if state == "stop":
+        containers.stop_cluster(hosts)
+    else:
+        containers.start_cluster(hosts)
+    print(f"{state}: {', '.join(container.name for container in hosts)}")
+
+
 def down():
     client = docker.from_env()
     found = [client.containers.get(name) for name in names() if client.containers.list(all=True, filters={"name": f"^{name}$"})]
@@ -96,6 +109,8 @@ if __name__ == "__main__":
         first_load_model(sys.argv[2])
     elif sys.argv[1:2] == ["has-tun"]:
         sys.exit(0 if has_tun() else 1)
+    elif sys.argv[1:2] in (["stop"], ["start"]):
+        power(sys.argv[1])
     elif sys.argv[1:2] == ["down"]:
         down()
     else:

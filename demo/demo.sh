@@ -145,9 +145,22 @@ PY
     shift
     python -u -m tests.bench.faults "$demo_dir" "$@" | tee "$demo_dir/faults.log"
     ;;
+  stop)
+    # make demo-stop: llama-server and the workers' services (playbooks/stop.yml), then the containers
+    ansible-playbook -i inventories/local playbooks/stop.yml | tee "$demo_dir/stop.log"
+    python -m demo.cluster stop
+    say "make demo-stop: the local cluster is stopped with everything in it; make demo-start brings it back"
+    ;;
+  start)
+    # make demo-start: the containers, then playbooks/start.yml (the services, llama-server's first token timed from
+    # before the containers started)
+    began=$(date +%s)
+    python -m demo.cluster start
+    ansible-playbook -i inventories/local playbooks/start.yml -e start_began="$began" | tee "$demo_dir/start.log"
+    ;;
   down)
     python -m demo.cluster down
     say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: demo/demo.sh up|bench|families|first-load|tunnel|faults|down" ;;
+  *) die "usage: demo/demo.sh up|bench|families|first-load|tunnel|faults|stop|start|down" ;;
 esac

@@ -21,7 +21,7 @@ options:
   role:
     description:
       - The role whose rules apply (aws_infra, llama_build, rpc_tunnel, rpc_worker, rpc_master, gateway, bench), or
-        V(aws_infra_teardown) for aws_infra's teardown entry point.
+        V(aws_infra_teardown) and V(aws_infra_power) for aws_infra's teardown and power entry points.
     type: str
     required: true
 """

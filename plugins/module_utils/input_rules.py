@@ -389,6 +389,16 @@ def aws_infra_teardown(settings):
     return _sentences(_aws_cluster_identity(settings, "of the cluster to delete"))
 
 
+def aws_infra_power(settings):
+    """aws_infra's rules for stopping and starting a cluster (tasks_from: power.yml): the region and the name its
+    instances are found by, and the state asked for."""
+    found = _aws_cluster_identity(settings, "of the cluster to stop or start")
+    if settings["aws_infra_power"] not in ("stopped", "running"):
+        found.append("aws_infra_power='%s': set it to stopped or running (playbooks/stop.yml and start.yml do)."
+                     % settings["aws_infra_power"])
+    return _sentences(found)
+
+
 def aws_infra(settings):
     """aws_infra's rules, in the order the user sets the variables (what only AWS knows, such as the key pair and the
     instance types of the region, is asked of AWS after these). Beside its variables: max_workers."""
@@ -438,8 +448,9 @@ def aws_infra(settings):
     return _sentences(found)
 
 
-ROLES = {"aws_infra": aws_infra, "aws_infra_teardown": aws_infra_teardown, "llama_build": llama_build, "rpc_tunnel": rpc_tunnel, "rpc_worker": rpc_worker,
-         "rpc_master": rpc_master, "gateway": gateway, "bench": bench}
+ROLES = {"aws_infra": aws_infra, "aws_infra_teardown": aws_infra_teardown, "aws_infra_power": aws_infra_power,
+         "llama_build": llama_build, "rpc_tunnel": rpc_tunnel, "rpc_worker": rpc_worker, "rpc_master": rpc_master,
+         "gateway": gateway, "bench": bench}
 
 
 def input_problems(settings, role):

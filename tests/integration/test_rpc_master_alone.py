@@ -5,6 +5,7 @@ worker's cache holds the plan's share, and a second deploy changes nothing. The 
 among the others, over SSH, with a three-part set, faults and refusals (make molecule SCENARIOS=cluster)."""
 
 import json
+import re
 import shlex
 import subprocess
 import time
@@ -272,29 +273,54 @@ def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetch
     assert "skipping: [" in sends and "included: " not in sends, sends
 
 
-def test_a_restart_of_every_node_starts_llama_server_once_its_worker_answers(in_use):
-    """Both hosts stopped and started again (as a cluster started again, or every node rebooted), the worker's service
-    slower to listen than the master's llama-server to start (a drop-in delays it 8 s: a worker's host up, its port not
-    yet open, refuses the master): llama-server waits for it instead of aborting. Its journal since has one start, no
-    failed connection and no abort; then it serves the same answer."""
+def playbook(directory, name):
+    return containers.run_playbook(directory / "hosts.yml", ROOT / "playbooks" / name, {})
+
+
+def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_for_its_worker(in_use):
+    """playbooks/stop.yml (the services), a second time (nothing changes), then the machines stopped and started again,
+    the master first, as make demo-stop and demo-start do; then playbooks/start.yml. The worker's service is made slower to
+    listen than the master's llama-server to start (a drop-in delays it 8 s: its host up, its port not yet open, refuses
+    the master): llama-server waits for it instead of aborting. Its journal since has one start, no failed connection and
+    no abort; it serves the same answer; its load sent hashes, not weights (the master's bytes sent since its boot); the
+    worker's cache files are the ones they were, with their times; nothing was built, fetched or checked."""
     master, worker = in_use.master, in_use.worker
     slow = "/etc/systemd/system/llama-rpc-worker@.service.d/zz-test-slow-start.conf"
+    cache = containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort")
+    bin_dir = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_build.fact"))["bin_dir"]
+    build = containers.checked_sh(master, f"stat -L -c '%n %Y %i' {bin_dir}/*")
+    stopped = playbook(in_use.directory, "stop.yml")
+    assert stopped.returncode == 0, (stopped.stdout + stopped.stderr)[-3000:]
+    changed = containers.changed_per_host(stopped.stdout)
+    assert (changed[SMALL_MASTER], changed[SMALL_WORKER]) == (1, 1), stopped.stdout[-3000:]
+    assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive"
+    assert containers.sh(worker, "systemctl is-active llama-rpc-worker@main")[1] == "inactive"
+    again = playbook(in_use.directory, "stop.yml")
+    changed = containers.changed_per_host(again.stdout)
+    assert again.returncode == 0 and (changed[SMALL_MASTER], changed[SMALL_WORKER]) == (0, 0), again.stdout[-3000:]
+
     containers.checked_sh(worker, f"mkdir -p {Path(slow).parent} && printf '[Service]\\nExecStartPre=/bin/sleep 8\\n' > {slow}")
     since = containers.checked_sh(master, "date +%s")
     try:
-        for container in (master, worker):
-            container.stop(timeout=30)
-        for container in (master, worker):  # in the order they were made: docker gives each its address again
-            container.start()
-            containers.wait_until_booted(container)
-        deadline = time.monotonic() + 180
-        while server(master, "/health")[0] != 200:
-            assert time.monotonic() < deadline, "llama-server does not answer /health 180 s after the start"
-            time.sleep(1)
+        containers.stop_cluster([master, worker])
+        containers.start_cluster([master, worker])
+        started = playbook(in_use.directory, "start.yml")
     finally:
         containers.checked_sh(worker, f"rm -f {slow} && systemctl daemon-reload")
+    output = started.stdout + started.stderr
+    assert started.returncode == 0, output[-3000:]
+    first_token = re.search(r"gave its first token ([0-9.]+) s after the start began", output)
+    assert first_token, output[-3000:]
+    print(f"stopped and started: the first token {first_token.group(1)} s after start.yml began")
+    assert "llama_build" not in output and "model_fetch" not in output and "Fetch" not in output
     # (a container shares the host's boot: the journal since the stop, not since the boot)
     journal = containers.checked_sh(master, f"journalctl -u llama-server --since @{int(since) + 1} --no-pager -o cat")
     assert journal.count("Started llama-server.service") == 1, journal[-3000:]
     assert "Failed to connect" not in journal and "ABRT" not in journal and "core-dump" not in journal, journal[-3000:]
     assert greedy(master) == in_use.answer
+    model_bytes = sum(size for _inode, size, _sha in ((int(a), int(b), c) for a, b, c in served_files(master).values()))
+    sent = int(containers.checked_sh(master, "cat /sys/class/net/$(ip -o route show default | awk '{print $5}')/statistics/tx_bytes"))
+    print(f"the master sent {sent} bytes since its boot, for a {model_bytes}-byte model ({100 * sent / model_bytes:.1f}%)")
+    assert sent <= 0.05 * model_bytes, (sent, model_bytes)
+    assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
+    assert containers.checked_sh(master, f"stat -L -c '%n %Y %i' {bin_dir}/*") == build

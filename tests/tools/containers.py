@@ -55,6 +55,20 @@ def wait_until_booted(container, timeout=120):
         time.sleep(0.5)
 
 
+def stop_cluster(hosts):
+    """Stops a cluster's containers, the first (its master) first: what a stop of its machines is."""
+    for container in hosts:
+        container.stop(timeout=30)
+
+
+def start_cluster(hosts):
+    """Starts them again in the order they were made, each booted before the next: docker then gives each the address it
+    had (the worker list names them by address), and the master is up before its workers, as after a stop of all."""
+    for container in hosts:
+        container.start()
+        wait_until_booted(container)
+
+
 def run(container, argv, timeout=3600, split=False):
     """(exit code, output) of argv run in the container: output is stdout and stderr together, in order, as bytes, or
     with split (stdout, stderr).

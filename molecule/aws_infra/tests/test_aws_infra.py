@@ -171,6 +171,57 @@ def test_check_mode_against_an_empty_account_changes_nothing():
     assert moto_aws.account_counts(ec2()) == before
 
 
+def decoys_running():
+    reservations = ec2().describe_instances(Filters=[{"Name": "tag:purpose", "Values": ["decoy"]},
+                                                     {"Name": "instance-state-name", "Values": ["running"]}])["Reservations"]
+    return sorted(i["InstanceId"] for r in reservations for i in r["Instances"])
+
+
+def test_stop_and_start_touch_the_tagged_instances_only_and_find_the_new_address(tmp_path):
+    """stop.yml stops the cluster's instances, found by its tag alone (the decoy runs on), and says what it costs stopped;
+    a second stop changes nothing and says so; provisioning a stopped cluster is refused (it would launch another);
+    start.yml starts them: the master's new public address is found, the workers' jump tag follows it, and the keys
+    known_hosts held for its old address are trusted at the new one (the old one forgotten). A start of a cluster that was
+    never provisioned is refused, and creates nothing. (start.yml --limit localhost: moto's instances answer no SSH.)"""
+    decoys = decoys_running()
+    [master] = instances("master")
+    old_address = master["PublicIpAddress"]
+    known = tmp_path / "known_hosts"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "master_key")], check=True)
+    key = " ".join((tmp_path / "master_key.pub").read_text().split()[:2])  # the master's host key, as its console showed it
+    known.write_text(f"{old_address} {key}\n")
+    power = dict(BASE, aws_infra_known_hosts_file=str(known))
+
+    stopped = playbook("stop.yml", power)
+    assert stopped.returncode == 0, stopped.stdout[-3000:]
+    assert instances() == [] and len(instances(states=("stopped",))) == 3
+    assert "(stopped)" in stopped.stdout and "per month stopped" in stopped.stdout
+    assert decoys_running() == decoys
+    again = playbook("stop.yml", power)
+    assert again.returncode == 0 and "every instance is stopped already; nothing changes" in again.stdout
+    assert "changed=0" in again.stdout
+
+    over = playbook("provision.yml", BASE)
+    assert over.returncode != 0 and f"Cluster {CLUSTER} in {REGION} is stopped" in over.stdout + over.stderr
+    assert len(instances(states=("pending", "running", "stopping", "stopped"))) == 3
+
+    started = playbook("start.yml", power, "--limit", "localhost")
+    assert started.returncode == 0, started.stdout[-3000:]
+    [master] = instances("master")
+    assert len(instances()) == 3 and master["PublicIpAddress"] != old_address
+    for worker in instances("workers"):
+        tags = {tag["Key"]: tag["Value"] for tag in worker["Tags"]}
+        assert tags["graviton.llama_rpc/jump"] == master["PublicIpAddress"]
+    assert known.read_text().split() == [master["PublicIpAddress"], *key.split()], known.read_text()
+    assert "per hour running" in started.stdout and decoys_running() == decoys
+
+    counts = moto_aws.account_counts(ec2())
+    never = playbook("start.yml", dict(power, aws_infra_cluster_name="never-made"), "--limit", "localhost")
+    assert never.returncode != 0
+    assert "No instance in eu-west-1 carries the tag graviton.llama_rpc/cluster=never-made" in never.stdout + never.stderr
+    assert moto_aws.account_counts(ec2()) == counts
+
+
 def test_teardown_removes_the_cluster_and_spares_the_decoys():
     preview = playbook("teardown.yml", BASE, "--check")
     assert preview.returncode == 0 and "instances: i-" in preview.stdout, preview.stdout[-3000:]

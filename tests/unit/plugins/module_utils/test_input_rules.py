@@ -483,6 +483,21 @@ def test_aws_infra_teardown_asks_only_for_region_and_name():
     assert input_problems(dict(good, aws_infra_cluster_name="a" * 32), "aws_infra_teardown") == []
 
 
+@pytest.mark.parametrize("overrides, message", [
+    ({}, None),
+    ({"aws_infra_power": "running"}, None),
+    ({"aws_infra_power": "paused"}, "aws_infra_power='paused': set it to stopped or running (playbooks/stop.yml and "
+                                    "start.yml do)."),
+    ({"aws_infra_region": ""}, "aws_infra_region is empty: set the region of the cluster to stop or start"),
+    ({"aws_infra_cluster_name": "Llama"}, "aws_infra_cluster_name='Llama': use 3 to 32 lowercase letters"),
+])
+def test_aws_infra_power_asks_for_region_name_and_state(overrides, message):
+    settings = dict({"aws_infra_region": "eu-west-1", "aws_infra_cluster_name": "llama70b", "aws_infra_power": "stopped"},
+                    **overrides)
+    problems = input_problems(settings, "aws_infra_power")
+    assert (problems == []) if message is None else (len(problems) == 1 and message in problems[0]), problems
+
+
 @pytest.mark.parametrize("case", sorted(TEARDOWN_CASES))
 def test_aws_infra_teardown_bad_input_is_refused_by_name(case):
     overrides, messages = TEARDOWN_CASES[case]
