@@ -39,6 +39,7 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - graviton.llama_rpc.attributes
+  - graviton.llama_rpc.model_releases
 options:
   parts:
     description:
@@ -49,26 +50,11 @@ options:
     type: list
     elements: dict
     required: true
-  models_dir:
-    description: Where releases are kept (C(rpc_master_models_dir)).
-    type: path
-    default: /var/lib/llama-models
   base_name:
     description: The release's name before its digest. Empty means the first part's file name without C(.gguf) and
       C(-00001-of-0000N).
     type: str
     default: ""
-  history:
-    description:
-      - The models the master served, newest first (the first is the one served now), as the rpc_master role publishes
-        them (local fact C(llama_rpc_master), C(releases)), each with C(name) and C(model_path).
-    type: list
-    elements: dict
-    default: []
-  keep:
-    description: How many models served before the current one are kept (C(rpc_master_models_kept)).
-    type: int
-    default: 1
   sources:
     description:
       - URLs that replace the parts' C(src), in order (S3 signed URLs, which grant access to the objects, so they are never

@@ -22,23 +22,8 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - graviton.llama_rpc.attributes
+  - graviton.llama_rpc.model_releases
 options:
-  models_dir:
-    description: Where the releases are (C(rpc_master_models_dir)).
-    type: path
-    default: /var/lib/llama-models
-  history:
-    description:
-      - The models the master served, newest first (the first is the one served now), as the rpc_master role publishes
-        them (local fact C(llama_rpc_master), C(releases)); each C(name) and C(kind) (C(release) or C(path)), a path's
-        C(model_path).
-    type: list
-    elements: dict
-    default: []
-  keep:
-    description: How many models served before the current one are kept (C(rpc_master_models_kept)).
-    type: int
-    default: 1
   name:
     description: A model to find (C(rpc_master_model_release)), a release's name, a model path that was served, or
       C(previous). Empty finds none.
