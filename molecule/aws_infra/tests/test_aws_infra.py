@@ -100,6 +100,42 @@ def test_instances_imdsv2_encrypted_private_workers_placement_and_tags():
         assert tags["graviton.llama_rpc/jump"] == master[0]["PublicIpAddress"]
 
 
+def iam():
+    return boto3.client("iam", endpoint_url=ENDPOINT, region_name=REGION, aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+
+
+IDLE_STOP_ROLE = f"llama-rpc-{CLUSTER}-idle-stop"
+
+
+def test_the_master_alone_may_stop_its_cluster_and_nothing_else():
+    """aws_infra_idle_stop: the master's instance profile holds one role, trusted by EC2 alone, whose one policy allows
+    StopInstances on instances carrying the cluster's tag in its region, and DescribeInstances (which IAM cannot
+    scope); the workers have no profile. (moto stores IAM policies and does not enforce them: the document is the test.)"""
+    master, workers = instances("master"), instances("workers")
+    profile = master[0]["IamInstanceProfile"]["Arn"]
+    assert profile.endswith(":instance-profile/" + IDLE_STOP_ROLE), profile
+    assert all("IamInstanceProfile" not in worker for worker in workers)
+    client = iam()
+    roles = client.get_instance_profile(InstanceProfileName=IDLE_STOP_ROLE)["InstanceProfile"]["Roles"]
+    assert [role["RoleName"] for role in roles] == [IDLE_STOP_ROLE]
+    trust = client.get_role(RoleName=IDLE_STOP_ROLE)["Role"]["AssumeRolePolicyDocument"]
+    trust = json.loads(trust) if isinstance(trust, str) else trust
+    assert [(s["Effect"], s["Principal"], s["Action"]) for s in trust["Statement"]] == [
+        ("Allow", {"Service": "ec2.amazonaws.com"}, "sts:AssumeRole")]
+    assert client.list_role_policies(RoleName=IDLE_STOP_ROLE)["PolicyNames"] == ["stop-this-cluster"]
+    assert client.list_attached_role_policies(RoleName=IDLE_STOP_ROLE)["AttachedPolicies"] == []
+    document = client.get_role_policy(RoleName=IDLE_STOP_ROLE, PolicyName="stop-this-cluster")["PolicyDocument"]
+    document = json.loads(document) if isinstance(document, str) else document
+    allowed = {statement["Action"]: statement for statement in document["Statement"]}
+    assert set(allowed) == {"ec2:StopInstances", "ec2:DescribeInstances"}
+    assert all(statement["Effect"] == "Allow" for statement in document["Statement"])
+    stop = allowed["ec2:StopInstances"]
+    assert stop["Resource"] == f"arn:aws:ec2:{REGION}:*:instance/*"
+    assert stop["Condition"] == {"StringEquals": {f"aws:ResourceTag/{TAG}": CLUSTER}}
+    assert allowed["ec2:DescribeInstances"]["Resource"] == "*"
+
+
 def test_inventory_plugin_graph():
     result = subprocess.run(["ansible-inventory", "-i", str(ROOT / "inventories" / "aws" / "aws_ec2.yml"), "--graph"],
                             capture_output=True, text=True, env=ENV, timeout=120, check=False)
@@ -235,6 +271,8 @@ def test_teardown_removes_the_cluster_and_spares_the_decoys():
     assert client.describe_subnets(Filters=cluster_filter())["Subnets"] == []
     assert client.describe_internet_gateways(Filters=cluster_filter())["InternetGateways"] == []
     assert client.describe_route_tables(Filters=cluster_filter())["RouteTables"] == []
+    assert IDLE_STOP_ROLE not in [role["RoleName"] for role in iam().list_roles()["Roles"]]
+    assert IDLE_STOP_ROLE not in [profile["InstanceProfileName"] for profile in iam().list_instance_profiles()["InstanceProfiles"]]
     decoy = [{"Name": "tag:purpose", "Values": ["decoy"]}]
     assert len(client.describe_vpcs(Filters=decoy)["Vpcs"]) == 1
     assert len(client.describe_security_groups(Filters=decoy)["SecurityGroups"]) == 1
