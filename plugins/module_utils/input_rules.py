@@ -332,6 +332,21 @@ def rpc_master(settings):
     if ranges:
         found.append("Out of range: " + " ".join(ranges))
 
+    idle = _number(s.get("rpc_master_idle_stop_minutes", 0))
+    if idle is None or idle < 0:
+        found.append("rpc_master_idle_stop_minutes=%s: set it to 0 (never) or more minutes." % s.get("rpc_master_idle_stop_minutes"))
+    elif idle > 0:
+        interval = whole(s["rpc_master_watchdog_interval"])
+        if not s["rpc_master_server_enabled"] or not s["rpc_master_server_metrics"]:
+            found.append("The idle stop reads llama-server's /metrics: set rpc_master_server_enabled and "
+                         "rpc_master_server_metrics to true (or rpc_master_idle_stop_minutes: 0).")
+        elif interval is not None and interval >= 1 and idle * 60 < 2 * interval:
+            found.append("rpc_master_idle_stop_minutes=%s is shorter than two of the watchdog's checks "
+                         "(rpc_master_watchdog_interval=%s s): set it to %s or more." % (idle, interval, round(2 * interval / 60, 2)))
+        if s.get("idle_stop_driver") == "aws" and not s.get("idle_stop_region"):
+            found.append("The idle stop of an AWS master needs its region, which the inventory inventories/aws gives "
+                         "(hostvar placement.region): run with that inventory, or set rpc_master_idle_stop_minutes: 0.")
+
     if s["rpc_master_server_enabled"]:
         if s["rpc_master_watchdog_enabled"]:
             if not s["rpc_master_server_metrics"]:
@@ -340,6 +355,9 @@ def rpc_master(settings):
             for name in ("rpc_master_watchdog_timeout", "rpc_master_watchdog_interval"):
                 if not at_least(s[name], 1):
                     found.append("%s=%s: set it to 1 second or more." % (name, s[name]))
+        elif idle and idle > 0 and not at_least(s["rpc_master_watchdog_interval"], 1):
+            found.append("rpc_master_watchdog_interval=%s: set it to 1 second or more (the idle stop's checks)."
+                         % s["rpc_master_watchdog_interval"])
         address = s["server_address"]
         bad_address = address_problems([
             {"name": "rpc_master_server_bind_address", "value": address, "kind": "address",

@@ -324,3 +324,51 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     assert sent <= 0.05 * model_bytes, (sent, model_bytes)
     assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
     assert containers.checked_sh(master, f"stat -L -c '%n %Y %i' {bin_dir}/*") == build
+
+
+def watchdog_journal(master, since):
+    return containers.checked_sh(master, f"journalctl -u llama-server-watchdog --since @{since} --no-pager -o cat")
+
+
+def test_an_idle_cluster_stops_itself_but_never_during_a_request(in_use):
+    """rpc_master_idle_stop_minutes=0.2 (12 s; a check every 2 s), deployed: a streaming request held in the middle for
+    twice that (its worker paused, as a decode step of minutes would) keeps llama-server up, and gets its whole answer
+    once the worker goes on; 12 s after it ends the watchdog stops llama-server and writes the figures it read. The
+    deploy's hold is gone once it ends. Then the idle stop is turned off again, and the deploy starts llama-server."""
+    master, worker = in_use.master, in_use.worker
+    deployed = update(in_use.directory, {"rpc_master_idle_stop_minutes": 0.2, "rpc_master_watchdog_interval": 2})
+    assert deployed.returncode == 0, (deployed.stdout + deployed.stderr)[-3000:]
+    assert containers.sh(master, "test -e /run/llama-rpc-deploy.hold")[0] != 0, "the deploy left its hold"
+    since = int(containers.checked_sh(master, "date +%s"))
+    body = dict(GREEDY, n_predict=200, stream=True)
+    command = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", SMALL_SERVER_KEY, body)
+    containers.checked_sh(worker, "systemctl kill -s SIGSTOP llama-rpc-worker@main")
+    try:
+        containers.checked_sh(master, "systemd-run --unit idle-stream --property=StandardOutput=file:/var/tmp/idle-stream.out "
+                                      + shlex.join(command))
+        time.sleep(25)  # twice the bound, with the request in progress
+        assert containers.sh(master, "systemctl is-active llama-server")[1] == "active", watchdog_journal(master, since)
+    finally:
+        containers.checked_sh(worker, "systemctl kill -s SIGCONT llama-rpc-worker@main")
+    for _ in range(60):
+        if containers.sh(master, "systemctl is-active idle-stream")[1] != "active":
+            break
+        time.sleep(0.5)
+    status, streamed = llama_cpp.answer(containers.checked_sh(master, "cat /var/tmp/idle-stream.out"))
+    assert status == 200 and streamed.count("data: ") > 1 and '"stop":true' in streamed.replace(" ", ""), streamed[-2000:]
+    ended = time.monotonic()
+    while containers.sh(master, "systemctl is-active llama-server")[1] == "active" and time.monotonic() - ended < 40:
+        time.sleep(1)
+    stopped_after = time.monotonic() - ended
+    journal = watchdog_journal(master, since)
+    try:
+        assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive", journal
+        decision = re.search(r"llama-server has served no request for (\d+)s \((requests_processing 0, requests_deferred 0, "
+                             r"n_decode_total \d+, .*tokens_predicted_total \d+)\): stopping the cluster", journal)
+        assert decision and 12 <= int(decision.group(1)) <= 16, journal
+        print(f"idle stop: llama-server stopped {stopped_after:.0f} s after the request ended; the journal: {decision.group(0)}")
+        assert 12 <= stopped_after <= 20, (stopped_after, journal)
+    finally:
+        restored = update(in_use.directory, {})
+    assert restored.returncode == 0, (restored.stdout + restored.stderr)[-3000:]
+    assert greedy(master) == in_use.answer

@@ -81,9 +81,116 @@ def metrics(name):
 
 
 def test_the_figures_are_read_from_a_real_metrics_page():
-    assert metrics("idle") == {"busy": False, "steps": 0.0}
-    assert metrics("busy-1") == {"busy": True, "steps": 498.0}
-    assert metrics("busy-2") == {"busy": True, "steps": 716.0}
+    assert {key: metrics("idle")[key] for key in ("busy", "steps", "processing", "deferred")} == {
+        "busy": False, "steps": 0.0, "processing": 0.0, "deferred": 0.0}
+    assert (metrics("busy-1")["busy"], metrics("busy-1")["steps"]) == (True, 498.0)
+    assert (metrics("busy-2")["busy"], metrics("busy-2")["steps"]) == (True, 716.0)
+    assert metrics("busy-2")["served"] == {"llamacpp:n_decode_total": 716.0, "llamacpp:prompt_tokens_total": 15.0,
+                                           "llamacpp:prompt_tokens_cached_total": 13.0,
+                                           "llamacpp:tokens_predicted_total": 498.0}
+    assert server_watchdog.describe(metrics("busy-2")) == (
+        "requests_processing 1, requests_deferred 0, n_decode_total 716, prompt_tokens_total 15, "
+        "prompt_tokens_cached_total 13, tokens_predicted_total 498")
+
+
+def served(figures, **moved):
+    """figures with some served counters moved (a request that came and went between two looks)."""
+    return dict(figures, served=dict(figures["served"], **{"llamacpp:" + name: value for name, value in moved.items()}))
+
+
+# --- the idle stop ---------------------------------------------------------------------------------------------------
+def test_the_idle_stop_comes_after_the_bound_of_nothing_served_and_not_before():
+    idle = server_watchdog.Idle(after=600, now=0)
+    quiet = metrics("idle")
+    assert idle.observe(quiet, 5) is None  # the first figures start the clock
+    assert all(idle.observe(quiet, now) is None for now in range(10, 605, 5))
+    assert idle.observe(quiet, 605) == 600
+
+
+def test_a_request_in_progress_or_waiting_keeps_the_cluster_up_however_long_it_streams():
+    idle = server_watchdog.Idle(after=60, now=0)
+    streaming = metrics("busy-1")
+    # the same figures for an hour (a decode step of minutes, or a slow reader): busy is enough
+    assert all(idle.observe(streaming, now) is None for now in range(0, 3600, 5))
+    waiting = dict(metrics("idle"), busy=True, deferred=1.0)
+    assert all(idle.observe(waiting, now) is None for now in range(3600, 3700, 5))
+    # it ends: the clock starts when it is last seen, not at its start
+    done = served(metrics("idle"), n_decode_total=500.0)
+    assert idle.observe(done, 3700) is None
+    assert idle.observe(done, 3755) is None and idle.observe(done, 3760) == 60
+
+
+def test_a_request_that_came_and_went_between_two_looks_counts_as_served():
+    idle = server_watchdog.Idle(after=60, now=0)
+    before = metrics("idle")
+    assert idle.observe(before, 0) is None and idle.observe(before, 55) is None
+    # a short request between the looks: only a counter moved (no look saw it in progress)
+    assert idle.observe(served(before, tokens_predicted_total=3.0, n_decode_total=3.0), 58) is None
+    assert idle.observe(served(before, tokens_predicted_total=3.0, n_decode_total=3.0), 117) is None
+    # a prompt answered from the cache alone moves its own counter
+    assert idle.observe(served(before, tokens_predicted_total=3.0, n_decode_total=3.0, prompt_tokens_cached_total=9.0), 118) is None
+    assert idle.observe(served(before, tokens_predicted_total=3.0, n_decode_total=3.0, prompt_tokens_cached_total=9.0), 178) == 60
+
+
+def test_a_deploy_a_restart_or_no_figures_start_the_clock_again():
+    idle = server_watchdog.Idle(after=60, now=0)
+    quiet = metrics("idle")
+    assert idle.observe(quiet, 0) is None
+    assert idle.observe(quiet, 50, held=True) is None and idle.held  # a deploy began
+    assert idle.observe(quiet, 500, held=True) is None  # it fetches for long
+    # it ended between the looks at 500 and 510: the clock runs from the last look that saw it
+    assert idle.observe(quiet, 510) is None and idle.observe(quiet, 559) is None and not idle.held
+    assert idle.observe(quiet, 560) == 60
+    idle.forget(570)
+    for nothing in (None, server_watchdog.STUCK):  # restarting or loading (None), or /metrics gave no answer
+        assert idle.observe(quiet, 600) is None and idle.observe(nothing, 655) is None
+        assert idle.observe(quiet, 700) is None and idle.observe(quiet, 759) is None and idle.observe(quiet, 760) == 60
+        idle.forget(760)
+
+
+def test_a_deploys_hold_counts_until_it_is_older_than_its_bound(tmp_path):
+    hold = tmp_path / "deploy.hold"
+    assert not server_watchdog.deploy_holds(str(hold), 43200, time.time())
+    hold.write_text("master\n")
+    assert server_watchdog.deploy_holds(str(hold), 43200, time.time())
+    assert not server_watchdog.deploy_holds(str(hold), 43200, time.time() + 43201), "left by a deploy that died"
+
+
+def test_the_idle_stop_on_aws_stops_its_clusters_running_instances_and_no_other():
+    """EC2 through moto: the cluster's running instances (its master among them), in one call; another cluster's and an
+    untagged instance, and its own instance already stopped, are left as they are."""
+    moto = pytest.importorskip("moto")  # the lowest ansible-core's venv has no moto
+    import boto3  # pylint: disable=import-outside-toplevel
+    with pytest.MonkeyPatch.context() as patch, moto.mock_aws():
+        patch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        ec2 = boto3.client("ec2", region_name="eu-west-1")
+        image = ec2.describe_images(Owners=["amazon"], MaxResults=1)["Images"][0]["ImageId"]
+
+        def launch(tags):
+            spec = [{"ResourceType": "instance", "Tags": [{"Key": key, "Value": value} for key, value in tags.items()]}]
+            return ec2.run_instances(ImageId=image, InstanceType="c8g.large", MinCount=1, MaxCount=1,
+                                     **({"TagSpecifications": spec} if tags else {}))["Instances"][0]["InstanceId"]
+        tag = "graviton.llama_rpc/cluster"
+        ours = sorted(launch({tag: "demo", "graviton.llama_rpc/role": role}) for role in ("master", "workers", "workers"))
+        parked = launch({tag: "demo"})
+        ec2.stop_instances(InstanceIds=[parked])
+        decoys = [launch({tag: "demo-2"}), launch({tag: "other"}), launch({})]
+        calls = []
+
+        class Counting:
+            def __getattr__(self, name):
+                calls.append(name)
+                return getattr(ec2, name)
+        assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=Counting()) == ours
+        assert calls == ["describe_instances", "stop_instances"]
+        state = {instance["InstanceId"]: instance["State"]["Name"] for reservation in ec2.describe_instances()["Reservations"]
+                 for instance in reservation["Instances"]}
+        assert {state[instance] for instance in ours + [parked]} <= {"stopping", "stopped"}
+        assert [state[decoy] for decoy in decoys] == ["running"] * 3
+        # the same, once stopped: nothing more to stop, and no StopInstances call
+        assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=Counting()) == []
+        assert calls[2:] == ["describe_instances"]
 
 
 def test_a_server_that_decodes_is_healthy_and_one_that_stops_is_restarted_after_the_timeout():

@@ -338,6 +338,24 @@ MASTER_CASES = {
                                   ["rpc_master_server_cache_ram_mib=-1: set it to 0 (no prompt cache) or more MiB; an "
                                    "unbounded cache (-1) cannot be planned."]),
     "watchdog interval of 0": ({"rpc_master_watchdog_interval": 0}, ["rpc_master_watchdog_interval=0: set it to 1 second or more."]),
+    "a negative idle stop": ({"rpc_master_idle_stop_minutes": -5},
+                             ["rpc_master_idle_stop_minutes=-5: set it to 0 (never) or more minutes."]),
+    "an idle stop that is no number": ({"rpc_master_idle_stop_minutes": "half an hour"},
+                                       ["rpc_master_idle_stop_minutes=half an hour: set it to 0 (never) or more minutes."]),
+    "an idle stop shorter than two checks": ({"rpc_master_idle_stop_minutes": 0.1},
+                                             ["rpc_master_idle_stop_minutes=0.1 is shorter than two of the watchdog's "
+                                              "checks (rpc_master_watchdog_interval=5 s): set it to 0.17 or more."]),
+    "an idle stop without the server's figures": ({"rpc_master_idle_stop_minutes": 30, "rpc_master_server_metrics": False,
+                                                   "rpc_master_watchdog_enabled": False},
+                                                  ["The idle stop reads llama-server's /metrics: set "
+                                                   "rpc_master_server_enabled and rpc_master_server_metrics to true"]),
+    "an idle stop on AWS with no region": ({"rpc_master_idle_stop_minutes": 30, "idle_stop_driver": "aws",
+                                            "idle_stop_region": ""},
+                                           ["The idle stop of an AWS master needs its region", "placement.region"]),
+    "an idle stop with checks every 0 s": ({"rpc_master_idle_stop_minutes": 30, "rpc_master_watchdog_enabled": False,
+                                            "rpc_master_watchdog_interval": 0},
+                                           ["rpc_master_watchdog_interval=0: set it to 1 second or more (the idle stop's "
+                                            "checks)."]),
     "watchdog without metrics": ({"rpc_master_server_metrics": False},
                                  ["The watchdog asks llama-server's /metrics", "set rpc_master_server_metrics: true"]),
     "empty API key with the server enabled": ({"api_key_given": False},
@@ -368,6 +386,8 @@ def test_rpc_master_defaults_pass():
     assert refusals("rpc_master", MASTER, {"server_address": "127.0.0.1", "rpc_master_threads": "8",
                                            "rpc_master_memory_fraction": "1", "rpc_master_context_size": 0}) == []
     assert refusals("rpc_master", MASTER, {"rpc_master_infer": True, "rpc_master_infer_prompt_file": "/etc/hostname"}) == []
+    assert refusals("rpc_master", MASTER, {"rpc_master_idle_stop_minutes": "0.25", "idle_stop_driver": "aws",
+                                           "idle_stop_region": "eu-west-1"}) == []
     # without llama-server, its settings are not asked for (the one-shot inference stands alone)
     assert refusals("rpc_master", MASTER, {"rpc_master_server_enabled": False, "api_key_given": False,
                                            "server_address": "0.0.0.0", "rpc_master_watchdog_interval": 0}) == []
