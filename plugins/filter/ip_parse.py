@@ -12,7 +12,7 @@ version_added: 0.1.0
 description:
   - Parses an address (C(10.0.0.5), C(fd00::5)) or a network without host bits (C(10.0.0.0/24)) with Python's
     ipaddress and returns what the roles need to know about it, instead of guessing from its characters.
-  - A value that is neither fails, saying why; check inputs with the C(address_problems) filter first.
+  - A value that is neither fails, saying why; the roles check their inputs first (plugins/module_utils/addresses.py).
 options:
   _input:
     description: The address or network.

@@ -77,7 +77,7 @@ class _Checked:
         self.name = spec["name"]
         self.kind = spec.get("kind", "address")
         if self.kind not in KINDS:
-            raise InputProblem("address_problems: %s has kind %r; use one of %s" % (self.name, self.kind, ", ".join(KINDS)))
+            raise InputProblem("%s has kind %r; use one of %s" % (self.name, self.kind, ", ".join(KINDS)))
         self.value = spec.get("value")
         self.spec = spec
         self.parsed = None

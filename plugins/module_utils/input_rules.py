@@ -195,6 +195,25 @@ def gateway(settings):
         if not backend["url"]:
             found.append("%s has no llama-server: deploy it first (playbooks/deploy.yml) with rpc_master_server_enabled "
                          "true, or take it out of group '%s'" % (backend["master"], group))
+    wake = s.get("gateway_wake_timeout", 0)
+    if not at_least(wake, 0):
+        found.append("gateway_wake_timeout=%s: set it to 0 (no wake) or more seconds" % wake)
+    elif whole(wake) > 0:
+        unwakeable = [backend["master"] for backend in s["backends"] if backend["url"] and not backend.get("wake")]
+        if unwakeable:
+            found.append("gateway_wake_timeout wakes stopped clusters through each master's wake socket, which %s "
+                         "lack: deploy them with rpc_master_wake_port set (playbooks/deploy.yml), or set "
+                         "gateway_wake_timeout: 0" % ", ".join(unwakeable))
+        rise = whole(s.get("gateway_check_rise")) or 0
+        interval = whole(s.get("gateway_check_interval")) or 0
+        for backend in s["backends"]:
+            seconds = _number(backend.get("start_seconds"))
+            if seconds is not None and whole(wake) < seconds + rise * interval:
+                needed = int(seconds + rise * interval + 0.999)
+                found.append("gateway_wake_timeout=%s is shorter than the predicted start of %s's cluster: %.0f s (its "
+                             "load from the workers' caches, %.1f s by the load-time model, then %d health checks %d s "
+                             "apart): set it to %d or more" % (wake, backend["master"], seconds + rise * interval, seconds,
+                                                               rise, interval, needed))
     names = [backend["name"] for backend in s["backends"]]
     if len(set(names)) != len(names):
         found.append("Two masters have the same name once characters HAProxy does not take are replaced with _: rename one")
@@ -346,6 +365,16 @@ def rpc_master(settings):
         if s.get("idle_stop_driver") == "aws" and not s.get("idle_stop_region"):
             found.append("The idle stop of an AWS master needs its region, which the inventory inventories/aws gives "
                          "(hostvar placement.region): run with that inventory, or set rpc_master_idle_stop_minutes: 0.")
+
+    wake = s.get("rpc_master_wake_port", 0)
+    if not in_range(wake, 0, 65535):
+        found.append("rpc_master_wake_port=%s: set it from 1 to 65535 (the wake socket), or 0 (none)." % wake)
+    elif whole(wake) and whole(wake) == whole(s["rpc_master_server_port"]):
+        found.append("rpc_master_wake_port=%s is llama-server's own port (rpc_master_server_port): give the wake socket "
+                     "a port of its own." % wake)
+    elif whole(wake) and not s["rpc_master_server_enabled"]:
+        found.append("rpc_master_wake_port=%s starts llama-server, which rpc_master_server_enabled: false leaves out: "
+                     "set rpc_master_wake_port: 0, or enable the server." % wake)
 
     if s["rpc_master_server_enabled"]:
         if s["rpc_master_watchdog_enabled"]:

@@ -37,6 +37,7 @@ SMALL_MODEL = "/srv/models/tiny.gguf"  # the same tensors as one file: what the 
 SMALL_SOURCE = "http://127.0.0.1:8000"  # the model host: /srv/model-source on the master
 SMALL_MODEL_TOKEN = "alone-model-token"  # a test token; a real one is in Vault
 SMALL_SERVER_KEY = "alone-test-key"  # a test key; a real one is in Vault
+SMALL_WAKE_PORT = 8091  # the master's wake socket (the gateway's wake of a stopped cluster)
 # Feed-forward matrices of 10.5 MiB: over llama.cpp's 10 MiB, so they travel by hash and fill the worker's cache.
 SMALL_SHAPE = {"embd": 256, "layers": 4, "ff": 10752}
 SMALL_SPLIT = 50_000_000  # three parts
@@ -72,7 +73,7 @@ def small_cluster_inventory(directory, gateway=None, **group_vars):
                      rpc_master_model_src=SMALL_SOURCE + "/tiny-00001-of-00003.gguf",
                      rpc_master_model_sha256sums=SMALL_SOURCE + "/SHA256SUMS", rpc_master_model_token=SMALL_MODEL_TOKEN,
                      rpc_master_context_size=512, rpc_master_server_api_key=SMALL_SERVER_KEY, rpc_master_server_parallel=2,
-                     **group_vars)
+                     rpc_master_wake_port=SMALL_WAKE_PORT, **group_vars)
     path = Path(directory) / "hosts.yml"
     path.write_text(json.dumps({"all": {"children": groups, "vars": variables}}))
     return path

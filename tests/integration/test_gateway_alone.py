@@ -2,11 +2,13 @@
 host in front of the smallest cluster (conftest.py, small_cluster), deployed by playbooks/gateway.yml, which reads what
 the master published. Through it the greedy tokens are the master's own and a streamed chat completion passes; only
 TLS with a client key gets through, refused at the edge; the keys stay out of the configuration and the logs; a re-run
-changes nothing. The cluster scenario checks the gateway in front of two clusters, requests spread over both, one of
+changes nothing; a request wakes a stopped cluster (its key only) and is answered, or gets 503 with Retry-After past
+the bound. The cluster scenario checks the gateway in front of two clusters, requests spread over both, one of
 them stopped and started again (make molecule SCENARIOS=cluster)."""
 
 import json
 import ssl
+import time
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
@@ -14,12 +16,14 @@ from types import SimpleNamespace
 import docker
 import pytest
 
-from tests.integration.conftest import SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, ROOT, small_cluster_inventory
+from tests.integration.conftest import (SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, SMALL_WAKE_PORT, SMALL_WORKER, ROOT,
+                                       small_cluster_inventory)
 from tests.tools import containers, gateway_client, llama_cpp
 
 GATEWAY = "llama-alone-gateway"
 CLIENT_KEYS = ["alone-gateway-key", "alone-gateway-key-2"]  # test keys, not the master's; a real one is in Vault
 GREEDY = {"prompt": "Once upon a time", "n_predict": 8, "temperature": 0, "cache_prompt": False}
+WAKE_TIMEOUT = 25  # gateway_wake_timeout: the tiny model's cluster starts in a few seconds
 sh = containers.sh
 
 
@@ -31,13 +35,14 @@ def gateway(small_cluster, tmp_path_factory):
     host = containers.start_host(client, GATEWAY, SMALL_NETWORK)
     try:
         inventory = small_cluster_inventory(tmp_path_factory.mktemp("gateway-inventory"), gateway=GATEWAY,
-                                            gateway_api_keys=CLIENT_KEYS)
+                                            gateway_api_keys=CLIENT_KEYS, gateway_wake_timeout=WAKE_TIMEOUT)
         first = containers.run_playbook(inventory, ROOT / "playbooks" / "gateway.yml", {})
         assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
         fact = json.loads(sh(host, "cat /etc/ansible/facts.d/llama_rpc_gateway.fact")[1])
         certificate = tmp_path_factory.mktemp("gateway") / "gateway.pem"
         certificate.write_text(sh(host, "cat /etc/llama-rpc-gateway/tls.pem")[1] + "\n")
-        yield SimpleNamespace(host=host, master=hosts[SMALL_MASTER], url=fact["url"], inventory=inventory,
+        yield SimpleNamespace(host=host, master=hosts[SMALL_MASTER], worker=hosts[SMALL_WORKER], url=fact["url"],
+                              inventory=inventory, out_within=int(fact["check"]["out_within"]),
                               output=first.stdout + first.stderr,
                               context=ssl.create_default_context(cafile=str(certificate)))
     finally:
@@ -102,3 +107,57 @@ def test_a_rerun_changes_nothing(gateway):
     again = containers.run_playbook(gateway.inventory, ROOT / "playbooks" / "gateway.yml", {})
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert containers.changed_per_host(again.stdout) == {GATEWAY: 0}, again.stdout[-4000:]
+
+
+def gone_out(gateway, unit, host):
+    """Stops a unit and waits until the gateway has taken the cluster out (its published bound, and a second)."""
+    containers.checked_sh(host, f"systemctl stop {unit}")
+    time.sleep(gateway.out_within + 1)
+
+
+def test_a_request_wakes_a_stopped_cluster_with_a_client_key_only(gateway):
+    """llama-server stopped (as the idle stop does): a request without a client key, or with a wrong one, gets 401 and
+    starts nothing; one with a key starts it through the master's wake socket and gets the master's own tokens. Then
+    the worker down too, so that llama-server waits for it: the request gets 503 with Retry-After at the bound, and
+    the cluster serves once the worker is back."""
+    master = gateway.master
+    status, _cluster, expected = call(gateway, "/completion", GREEDY)
+    assert status == 200, expected
+    gone_out(gateway, "llama-server", master)
+    for key in (None, "not-a-key"):
+        assert call(gateway, "/completion", GREEDY, key=key)[0] == 401
+    time.sleep(2)
+    assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive", "a request without a key woke it"
+    began = time.monotonic()
+    status, cluster, body = call(gateway, "/completion", GREEDY, timeout=WAKE_TIMEOUT + 20)
+    woke_in = time.monotonic() - began
+    assert (status, cluster, body) == (200, SMALL_MASTER, expected), (status, body, woke_in)
+    print(f"the gateway woke the stopped cluster and answered in {woke_in:.1f} s (bound {WAKE_TIMEOUT} s)")
+    wakes = containers.checked_sh(master, "journalctl -u 'llama-server-wake@*' --no-pager -o cat")
+    assert "a wake from " in wakes and "starting llama-server.service" in wakes and SMALL_SERVER_KEY not in wakes, wakes
+    journal = sh(gateway.host, "journalctl -u llama-rpc-gateway --no-pager -o cat")[1]
+    assert f"no cluster is up: woke " in journal and ": starting inactive" in journal, journal[-2000:]
+
+    worker_unit = "llama-rpc-worker@main"
+    containers.checked_sh(gateway.worker, f"systemctl stop {worker_unit}")
+    try:
+        gone_out(gateway, "llama-server", master)
+        request = urllib.request.Request(gateway.url + "/completion", data=json.dumps(GREEDY).encode(),
+                                         headers={"Authorization": f"Bearer {CLIENT_KEYS[0]}"})
+        began = time.monotonic()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, context=gateway.context, timeout=WAKE_TIMEOUT + 20)
+        waited = time.monotonic() - began
+        assert refused.value.code == 503 and refused.value.headers["Retry-After"] == str(WAKE_TIMEOUT), refused.value.headers
+        assert "did not serve within 25 s" in refused.value.read().decode(), waited
+        assert WAKE_TIMEOUT - 1 <= waited <= WAKE_TIMEOUT + 5, waited
+        # the wake started llama-server, which waits for its worker
+        assert containers.sh(master, "systemctl is-active llama-server")[1] == "active"
+    finally:
+        containers.checked_sh(gateway.worker, f"systemctl start {worker_unit}")
+    for _ in range(60):
+        status, cluster, body = call(gateway, "/completion", GREEDY)
+        if status == 200:
+            break
+        time.sleep(1)
+    assert (status, body) == (200, expected), body

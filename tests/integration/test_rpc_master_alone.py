@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.integration.conftest import SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_SOURCE, SMALL_WORKER, ROOT
+from tests.integration.conftest import (SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_SOURCE, SMALL_WAKE_PORT,
+                                       SMALL_WORKER, ROOT)
 from tests.tools import containers, llama_cpp
 
 sh = containers.sh
@@ -63,6 +64,13 @@ def test_the_server_listens_on_the_private_address_only_and_is_sandboxed(small_c
     address = sh(master, "hostname -I")[1].split()[0]
     listeners = sh(master, "ss -Hltn 'sport = :8080'")[1]
     assert f"{address}:8080" in listeners and "0.0.0.0:8080" not in listeners, listeners
+    # the wake socket too: a wrong key from another host gets "refused" and starts nothing (a running server stays as it is)
+    assert sh(master, f"ss -Hltn 'sport = :{SMALL_WAKE_PORT}'")[1].split()[3] == f"{address}:{SMALL_WAKE_PORT}"
+    before = sh(master, "systemctl show llama-server -p InvocationID")[1]
+    asked = containers.checked_sh(small_cluster[0][SMALL_WORKER], f"python3 -c \"import socket; s = socket.create_connection(("
+                                  f"'{address}', {SMALL_WAKE_PORT}), 5); s.sendall(b'not-the-key\\n'); print(s.recv(64).decode())\"")
+    assert asked.strip() == "refused" and sh(master, "systemctl show llama-server -p InvocationID")[1] == before
+    assert "refused a wake from " in sh(master, "journalctl -u 'llama-server-wake@*' --no-pager -o cat")[1]
     unit = sh(master, "systemctl show llama-server -p DynamicUser -p Restart")[1]
     assert "DynamicUser=yes" in unit and "Restart=always" in unit, unit
     analysis = sh(master, "systemd-analyze security llama-server.service --no-pager")[1]

@@ -6,6 +6,7 @@ The worker watchdog's false alarm of 2026-11-24 is here: a busy worker on starve
 unread at every look while it answered them all (its bytes received grew); the first version killed it."""
 
 import importlib.util
+import json
 import socket
 import subprocess
 import sys
@@ -29,6 +30,7 @@ def daemon(role, name):
 worker_watchdog = daemon("rpc_worker", "llama-rpc-worker-watchdog")
 server_watchdog = daemon("rpc_master", "llama-server-watchdog")
 cache_guard = daemon("rpc_worker", "llama-rpc-worker-cache-guard")
+server_wake = daemon("rpc_master", "llama-server-wake")
 
 # In the recorded ss output: the client whose command sits unread, the busy worker's client, an idle client.
 STUCK, BUSY, IDLE = "127.0.0.1:42206", "127.0.0.1:42216", "127.0.0.1:42228"
@@ -96,6 +98,38 @@ def test_the_figures_are_read_from_a_real_metrics_page():
 def served(figures, **moved):
     """figures with some served counters moved (a request that came and went between two looks)."""
     return dict(figures, served=dict(figures["served"], **{"llamacpp:" + name: value for name, value in moved.items()}))
+
+
+# --- the wake socket ------------------------------------------------------------------------------------------------
+FAKE_SYSTEMCTL = """
+import json, sys
+with open(sys.argv[1], "a") as calls:
+    calls.write(json.dumps(sys.argv[2:]) + "\\n")
+print("inactive" if sys.argv[2] == "is-active" else "")
+"""
+
+
+def wake(tmp_path, sent, key="the-key"):
+    """What the wake answers a client that sent `sent`, the systemctl calls it made and its journal lines."""
+    import io  # pylint: disable=import-outside-toplevel
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    answer = io.BytesIO()
+    environ = {"LLAMA_API_KEY": key, "REMOTE_ADDR": "10.0.0.9", "WAKE_UNITS": "llama-server.service llama-server-watchdog.service"}
+    code = server_wake.main(environ, io.BytesIO(sent), answer, (sys.executable, "-c", FAKE_SYSTEMCTL, str(calls)))
+    return code, answer.getvalue(), [json.loads(line) for line in calls.read_text().splitlines()]
+
+
+def test_the_wake_starts_llama_server_for_its_key_only(tmp_path, capsys):
+    assert wake(tmp_path, b"the-key\n") == (0, b"starting inactive\n", [
+        ["is-active", "llama-server.service"], ["start", "--no-block", "llama-server.service", "llama-server-watchdog.service"]])
+    assert wake(tmp_path, b"the-key\r\n")[0] == 0
+    for wrong in (b"not-the-key\n", b"the-key-and-more\n", b"\n", b"", b"x" * 5000):
+        assert wake(tmp_path, wrong) == (1, b"refused\n", []), wrong[:20]
+    assert wake(tmp_path, b"\n", key="") == (1, b"refused\n", []), "an empty key opens nothing"
+    journal = capsys.readouterr().err
+    assert "a wake from 10.0.0.9: starting llama-server.service llama-server-watchdog.service (llama-server.service was inactive)" in journal
+    assert "refused a wake from 10.0.0.9: not llama-server's key" in journal and "the-key" not in journal
 
 
 # --- the idle stop ---------------------------------------------------------------------------------------------------

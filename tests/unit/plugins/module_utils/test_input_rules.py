@@ -141,6 +141,8 @@ GATEWAY = {"host": "gateway", "address": "10.0.0.9", "host_ipv4": ["10.0.0.9"], 
            "backends": [{"master": "master-a", "name": "master-a", "url": "http://10.9.8.1:8080"},
                         {"master": "master-b", "name": "master-b", "url": "http://10.9.8.2:8080"}],
            "master_keys": ["server-key-not-for-output"] * 2, "gateway_api_keys": ["client-key-not-for-output"]}
+WAKEABLE = [dict(backend, wake=backend["url"][7:].replace(":8080", ":8091"), start_seconds=3.5)
+            for backend in GATEWAY["backends"]]
 SECRETS = ("client-key-not-for-output", "server-key-not-for-output", "another-server-key", "two words")
 
 GATEWAY_CASES = {
@@ -176,6 +178,15 @@ GATEWAY_CASES = {
                                     ["must all have the same non-empty rpc_master_server_api_key"]),
     "a master without a key": ({"master_keys": ["server-key-not-for-output", ""]},
                                ["must all have the same non-empty rpc_master_server_api_key"]),
+    "a negative wake bound": ({"gateway_wake_timeout": -1}, ["gateway_wake_timeout=-1: set it to 0 (no wake) or more seconds"]),
+    "a wake with a master that has no wake socket": (
+        {"gateway_wake_timeout": 60, "backends": [WAKEABLE[0], GATEWAY["backends"][1]]},
+        ["gateway_wake_timeout wakes stopped clusters through each master's wake socket, which master-b lack: deploy "
+         "them with rpc_master_wake_port set"]),
+    "a wake bound shorter than a cluster's predicted start": (
+        {"gateway_wake_timeout": 60, "backends": [WAKEABLE[0], dict(WAKEABLE[1], start_seconds=111.2)]},
+        ["gateway_wake_timeout=60 is shorter than the predicted start of master-b's cluster: 115 s (its load from the "
+         "workers' caches, 111.2 s by the load-time model, then 2 health checks 2 s apart): set it to 116 or more"]),
 }
 
 
@@ -183,6 +194,8 @@ def test_gateway_defaults_pass():
     assert refusals("gateway", GATEWAY, {}) == []
     assert refusals("gateway", GATEWAY, {"gateway_tls_certificate": "/etc/hostname", "gateway_tls_private_key": "/etc/hostname",
                                          "address": "fd00::9"}) == []
+    assert refusals("gateway", GATEWAY, {"gateway_wake_timeout": 60, "backends": WAKEABLE}) == []
+    assert refusals("gateway", GATEWAY, {"gateway_wake_timeout": 0}) == [], "no wake: no wake socket needed"
 
 
 @pytest.mark.parametrize("case", sorted(GATEWAY_CASES))
@@ -356,6 +369,14 @@ MASTER_CASES = {
                                             "rpc_master_watchdog_interval": 0},
                                            ["rpc_master_watchdog_interval=0: set it to 1 second or more (the idle stop's "
                                             "checks)."]),
+    "a wake port out of range": ({"rpc_master_wake_port": 70000},
+                                 ["rpc_master_wake_port=70000: set it from 1 to 65535 (the wake socket), or 0 (none)."]),
+    "a wake port that is llama-server's": ({"rpc_master_wake_port": 8080},
+                                           ["rpc_master_wake_port=8080 is llama-server's own port (rpc_master_server_port)"]),
+    "a wake port without the server": ({"rpc_master_wake_port": 8091, "rpc_master_server_enabled": False,
+                                        "api_key_given": False},
+                                       ["rpc_master_wake_port=8091 starts llama-server, which rpc_master_server_enabled: "
+                                        "false leaves out"]),
     "watchdog without metrics": ({"rpc_master_server_metrics": False},
                                  ["The watchdog asks llama-server's /metrics", "set rpc_master_server_metrics: true"]),
     "empty API key with the server enabled": ({"api_key_given": False},

@@ -1,9 +1,8 @@
-"""The address_problems filter: address and network inputs are parsed (ipaddress), and each refusal names the
-variable and the fix."""
+"""module_utils/addresses.py, what every role's address and network inputs go through (input_rules.py): they are
+parsed (ipaddress), and each refusal names the variable and the fix."""
 
 import pytest
-from ansible.errors import AnsibleFilterError
-from ansible_collections.graviton.llama_rpc.plugins.filter.address_problems import address_problems
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import InputProblem, problems as address_problems
 
 
 ADMIN = {"name": "aws_infra_admin_cidr", "kind": "network", "version": 4, "version_reason": "the VPC has IPv4 only"}
@@ -101,7 +100,5 @@ def test_private_only_refuses_a_public_entry_with_the_reason():
 
 
 def test_a_spec_of_an_unknown_kind_is_a_programming_error():
-    with pytest.raises(AnsibleFilterError, match="use one of address, network, sources"):
+    with pytest.raises(InputProblem, match="use one of address, network, sources"):
         address_problems([{"name": "x", "kind": "hostname", "value": "a"}])
-    with pytest.raises(AnsibleFilterError, match="expects a list of dicts"):
-        address_problems("10.0.0.1")

@@ -1,0 +1,76 @@
+-- Installed by the graviton.llama_rpc collection (role gateway): a deploy overwrites changes made here.
+-- The wake of stopped clusters (gateway_wake_timeout). HAProxy runs the action llama_wake for a request that has
+-- passed the key check while no cluster is up: it asks each master's wake socket (role rpc_master,
+-- rpc_master_wake_port) to start llama-server, sending the masters' key, then holds the request until a cluster
+-- passes its health checks and lets it through; past the bound it answers 503 with Retry-After, so that no client
+-- hangs. Settings come from the environment: LLAMA_GATEWAY_WAKE_TARGETS (host:port of each wake socket, spaces
+-- between), LLAMA_GATEWAY_WAKE_TIMEOUT (seconds), LLAMA_GATEWAY_BACKEND_AUTHORIZATION (Bearer and the masters' key).
+
+local targets = {}
+for target in string.gmatch(os.getenv("LLAMA_GATEWAY_WAKE_TARGETS") or "", "%S+") do
+  table.insert(targets, target)
+end
+local bound_ms = math.floor(tonumber(os.getenv("LLAMA_GATEWAY_WAKE_TIMEOUT") or "0") * 1000)
+local key = string.gsub(os.getenv("LLAMA_GATEWAY_BACKEND_AUTHORIZATION") or "", "^Bearer ", "")
+local POLL_MS = 500
+local WAKE_AGAIN_MS = 10000  -- requests that come together send one wake, not one each
+
+local last_wake_ms = nil
+
+local function now_ms()
+  local now = core.now()
+  return now.sec * 1000 + math.floor(now.usec / 1000)
+end
+
+local function a_cluster_is_up()
+  for _, server in pairs(core.backends["llama_servers"].servers) do
+    if string.sub(server:get_stats()["status"], 1, 2) == "UP" then
+      return true
+    end
+  end
+  return false
+end
+
+-- One wake socket: connect, send the key, read the one-line answer ("starting <state>", "refused", "failed").
+local function wake(target)
+  local host, port = string.match(target, "^%[?(.-)%]?:(%d+)$")
+  local socket = core.tcp()
+  socket:settimeout(3)
+  local connected, why = socket:connect(host, tonumber(port))
+  if not connected then
+    return "no answer (" .. tostring(why) .. ")"
+  end
+  socket:send(key .. "\n")
+  local answer = socket:receive("*l")
+  socket:close()
+  return answer or "no answer"
+end
+
+core.register_action("llama_wake", { "http-req" }, function(txn)
+  local began = now_ms()
+  if last_wake_ms == nil or began - last_wake_ms > WAKE_AGAIN_MS then
+    last_wake_ms = began
+    for _, target in ipairs(targets) do
+      core.Info("no cluster is up: woke " .. target .. ": " .. wake(target))
+    end
+  end
+  while now_ms() - began < bound_ms do
+    if a_cluster_is_up() then
+      core.Info(string.format("a cluster is up %.1f s after the request came: it goes through", (now_ms() - began) / 1000))
+      return
+    end
+    core.msleep(POLL_MS)
+  end
+  core.Info(string.format("no cluster came up within %d s: 503", bound_ms // 1000))
+  local reply = txn:reply({
+    status = 503,
+    reason = "Service Unavailable",
+    headers = {
+      ["content-type"] = { "application/json" },
+      ["retry-after"] = { tostring(math.max(1, bound_ms // 1000)) },
+    },
+    body = string.format('{"error":{"code":503,"message":"The cluster is starting and did not serve within %d s: '
+      .. 'ask again after Retry-After seconds","type":"unavailable_error"}}', bound_ms // 1000),
+  })
+  txn:done(reply)
+end)
