@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-stop demo-start demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-tunnel bench-test-parts bench-test-cpu constraints clean
+.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-stop demo-start demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-restart bench-tunnel bench-test-parts bench-test-cpu constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -89,6 +89,9 @@ demo-stop: ## Stop the local cluster (services, then containers), keeping everyt
 
 demo-start: ## Start the stopped local cluster again: nothing rebuilt or fetched; prints the time to the first token
 	@bash demo/demo.sh start
+
+bench-restart: ## The local cluster's time to serve again after a stop, beside a first deploy's (caches empty), one run
+	@bash demo/demo.sh restart
 
 demo-clean: ## Remove what make demo brought up
 	@bash demo/demo.sh down

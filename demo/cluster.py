@@ -11,6 +11,7 @@ master. Names and groups match inventories/local/hosts.yml.
 import hashlib
 import os
 import sys
+import time
 from pathlib import Path
 
 import docker
@@ -95,6 +96,30 @@ def power(state):
     print(f"{state}: {', '.join(container.name for container in hosts)}")
 
 
+def first_token(key_file):
+    """Seconds until llama-server on the master gives one token (asked once it answers /health), from now; the
+    request runs on the master, at the address and with the key its unit reads."""
+    from tests.tools import llama_cpp  # pylint: disable=import-outside-toplevel
+    master = docker.from_env().containers.get(names()[0])
+    url = llama_cpp.container_server_url(master)
+    key = Path(key_file).read_text().strip()
+    began = time.monotonic()
+    while time.monotonic() - began < 900:
+        status, _body = llama_cpp.answer(containers.run(master, llama_cpp.request_on_master(
+            url + "/completion", key, {"prompt": "Hello", "n_predict": 1, "cache_prompt": False}))[1].decode())
+        if status == 200:
+            return time.monotonic() - began
+        time.sleep(0.5)
+    raise SystemExit("llama-server gave no token within 900 s")
+
+
+def empty_worker_caches():
+    """The workers' tensor caches emptied: the next load stores every hashed tensor again (a first deploy)."""
+    client = docker.from_env()
+    for name in names()[1:]:
+        containers.checked_sh(client.containers.get(name), "rm -f /var/cache/llama-rpc-worker/*/rpc/*")
+
+
 def down():
     client = docker.from_env()
     found = [client.containers.get(name) for name in names() if client.containers.list(all=True, filters={"name": f"^{name}$"})]
@@ -105,6 +130,10 @@ def down():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["up"]:
         up(sys.argv[2])
+    elif sys.argv[1:2] == ["first-token"]:
+        print("%.1f" % first_token(sys.argv[2]))
+    elif sys.argv[1:2] == ["empty-worker-caches"]:
+        empty_worker_caches()
     elif sys.argv[1:2] == ["first-load-model"]:
         first_load_model(sys.argv[2])
     elif sys.argv[1:2] == ["has-tun"]:

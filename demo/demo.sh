@@ -158,9 +158,42 @@ PY
     python -m demo.cluster start
     ansible-playbook -i inventories/local playbooks/start.yml -e start_began="$began" | tee "$demo_dir/start.log"
     ;;
+  restart)
+    # make bench-restart: the time to serve again after a stop, beside a first deploy's, on the local cluster, one run.
+    # A first deploy: the workers' caches emptied and llama-server stopped, then deploy.yml (it stages every hashed
+    # tensor, starts llama-server, which loads) and the first token. A start: make demo-stop, the page cache dropped
+    # (a stopped instance starts with none; this needs root), then the containers and start.yml, timed to the first token.
+    docker inspect llama-demo-master >/dev/null 2>&1 || demo_up
+    vars_file="$demo_dir/secret-vars.json"
+    drop_caches() { if [ -w /proc/sys/vm/drop_caches ]; then sync; echo 3 >/proc/sys/vm/drop_caches; echo dropped; else echo "kept (not root)"; fi; }
+    python -m demo.cluster empty-worker-caches
+    docker exec llama-demo-master systemctl stop llama-server
+    dropped_deploy=$(drop_caches)
+    began=$(date +%s.%N)
+    ansible-playbook -i inventories/local playbooks/deploy.yml -e @"$vars_file" >"$demo_dir/restart-deploy.log"
+    deployed=$(python -c "import time; print('%.1f' % (time.time() - $began))")
+    token=$(python -m demo.cluster first-token "$demo_dir/api-key" | tail -1)
+    ansible-playbook -i inventories/local playbooks/stop.yml >"$demo_dir/restart-stop.log"
+    python -m demo.cluster stop
+    dropped_start=$(drop_caches)
+    began=$(date +%s)
+    python -m demo.cluster start
+    ansible-playbook -i inventories/local playbooks/start.yml -e start_began="$began" | tee "$demo_dir/restart-start.log"
+    python - "$deployed" "$token" "$demo_dir/restart-start.log" "$dropped_deploy" "$dropped_start" <<'PY'
+import re, sys
+deployed, token, log, dropped_deploy, dropped_start = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+start = float(re.search(r"gave its first token ([0-9.]+) s after the start began", open(log).read()).group(1))
+print(f"""
+make bench-restart (the local cluster, one run; page cache {dropped_deploy} before the deploy, {dropped_start} before the start):
+  first deploy to first token: {deployed + token:.1f} s (deploy.yml {deployed:.1f} s with the workers' caches empty, then {token:.1f} s to the token)
+  start to first token:        {start:.1f} s (the containers started, then start.yml: nothing built, fetched or staged)
+  start / first deploy:        {start / (deployed + token):.2f}
+""")
+PY
+    ;;
   down)
     python -m demo.cluster down
     say "make demo-clean: the demo containers and network are removed (images, build caches and the demo model are kept)"
     ;;
-  *) die "usage: demo/demo.sh up|bench|families|first-load|tunnel|faults|stop|start|down" ;;
+  *) die "usage: demo/demo.sh up|bench|families|first-load|tunnel|faults|stop|start|restart|down" ;;
 esac

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils import load_time
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import parse_address, problems as address_problems
 
 _NAME = re.compile(r"^[a-z0-9_-]+$")
@@ -208,12 +209,16 @@ def gateway(settings):
         interval = whole(s.get("gateway_check_interval")) or 0
         for backend in s["backends"]:
             seconds = _number(backend.get("start_seconds"))
-            if seconds is not None and whole(wake) < seconds + rise * interval:
-                needed = int(seconds + rise * interval + 0.999)
-                found.append("gateway_wake_timeout=%s is shorter than the predicted start of %s's cluster: %.0f s (its "
+            if seconds is None:
+                continue
+            boot = load_time.figure("ec2_boot_s") if str(backend.get("wake", "")).startswith("aws:") else 0
+            start = boot + seconds + rise * interval
+            if whole(wake) < start:
+                found.append("gateway_wake_timeout=%s is shorter than the predicted start of %s's cluster: %.0f s (%sits "
                              "load from the workers' caches, %.1f s by the load-time model, then %d health checks %d s "
-                             "apart): set it to %d or more" % (wake, backend["master"], seconds + rise * interval, seconds,
-                                                               rise, interval, needed))
+                             "apart): set it to %d or more" % (wake, backend["master"], start,
+                                                               "its instances' boot, %.0f s, then " % boot if boot else "",
+                                                               seconds, rise, interval, int(start + 0.999)))
     names = [backend["name"] for backend in s["backends"]]
     if len(set(names)) != len(names):
         found.append("Two masters have the same name once characters HAProxy does not take are replaced with _: rename one")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.filter.split_endpoint import split_endpoint
@@ -31,6 +32,7 @@ worker_watchdog = daemon("rpc_worker", "llama-rpc-worker-watchdog")
 server_watchdog = daemon("rpc_master", "llama-server-watchdog")
 cache_guard = daemon("rpc_worker", "llama-rpc-worker-cache-guard")
 server_wake = daemon("rpc_master", "llama-server-wake")
+gateway_wake_aws = daemon("gateway", "llama-rpc-gateway-wake-aws")
 
 # In the recorded ss output: the client whose command sits unread, the busy worker's client, an idle client.
 STUCK, BUSY, IDLE = "127.0.0.1:42206", "127.0.0.1:42216", "127.0.0.1:42228"
@@ -190,41 +192,83 @@ def test_a_deploys_hold_counts_until_it_is_older_than_its_bound(tmp_path):
     assert not server_watchdog.deploy_holds(str(hold), 43200, time.time() + 43201), "left by a deploy that died"
 
 
-def test_the_idle_stop_on_aws_stops_its_clusters_running_instances_and_no_other():
-    """EC2 through moto: the cluster's running instances (its master among them), in one call; another cluster's and an
-    untagged instance, and its own instance already stopped, are left as they are."""
+@pytest.fixture(name="ec2")
+def fixture_ec2():
+    """EC2 in moto, and launch(tags): a new instance's id."""
     moto = pytest.importorskip("moto")  # the lowest ansible-core's venv has no moto
     import boto3  # pylint: disable=import-outside-toplevel
     with pytest.MonkeyPatch.context() as patch, moto.mock_aws():
         patch.setenv("AWS_ACCESS_KEY_ID", "testing")
         patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        ec2 = boto3.client("ec2", region_name="eu-west-1")
-        image = ec2.describe_images(Owners=["amazon"], MaxResults=1)["Images"][0]["ImageId"]
+        client = boto3.client("ec2", region_name="eu-west-1")
+        image = client.describe_images(Owners=["amazon"], MaxResults=1)["Images"][0]["ImageId"]
 
         def launch(tags):
             spec = [{"ResourceType": "instance", "Tags": [{"Key": key, "Value": value} for key, value in tags.items()]}]
-            return ec2.run_instances(ImageId=image, InstanceType="c8g.large", MinCount=1, MaxCount=1,
-                                     **({"TagSpecifications": spec} if tags else {}))["Instances"][0]["InstanceId"]
-        tag = "graviton.llama_rpc/cluster"
-        ours = sorted(launch({tag: "demo", "graviton.llama_rpc/role": role}) for role in ("master", "workers", "workers"))
-        parked = launch({tag: "demo"})
-        ec2.stop_instances(InstanceIds=[parked])
-        decoys = [launch({tag: "demo-2"}), launch({tag: "other"}), launch({})]
-        calls = []
+            return client.run_instances(ImageId=image, InstanceType="c8g.large", MinCount=1, MaxCount=1,
+                                        **({"TagSpecifications": spec} if tags else {}))["Instances"][0]["InstanceId"]
 
-        class Counting:
-            def __getattr__(self, name):
-                calls.append(name)
-                return getattr(ec2, name)
-        assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=Counting()) == ours
-        assert calls == ["describe_instances", "stop_instances"]
-        state = {instance["InstanceId"]: instance["State"]["Name"] for reservation in ec2.describe_instances()["Reservations"]
-                 for instance in reservation["Instances"]}
-        assert {state[instance] for instance in ours + [parked]} <= {"stopping", "stopped"}
-        assert [state[decoy] for decoy in decoys] == ["running"] * 3
-        # the same, once stopped: nothing more to stop, and no StopInstances call
-        assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=Counting()) == []
-        assert calls[2:] == ["describe_instances"]
+        def states():
+            return {instance["InstanceId"]: instance["State"]["Name"]
+                    for reservation in client.describe_instances()["Reservations"] for instance in reservation["Instances"]}
+        yield SimpleNamespace(client=client, launch=launch, states=states)
+
+
+class Counting:
+    """An EC2 client that notes the calls made through it."""
+
+    def __init__(self, client):
+        self.client, self.calls = client, []
+
+    def __getattr__(self, name):
+        self.calls.append(name)
+        return getattr(self.client, name)
+
+
+def test_the_idle_stop_on_aws_stops_its_clusters_running_instances_and_no_other(ec2):
+    """EC2 through moto: the cluster's running instances (its master among them), in one call; another cluster's and an
+    untagged instance, and its own instance already stopped, are left as they are."""
+    launch, tag = ec2.launch, "graviton.llama_rpc/cluster"
+    ours = sorted(launch({tag: "demo", "graviton.llama_rpc/role": role}) for role in ("master", "workers", "workers"))
+    parked = launch({tag: "demo"})
+    ec2.client.stop_instances(InstanceIds=[parked])
+    decoys = [launch({tag: "demo-2"}), launch({tag: "other"}), launch({})]
+    counting = Counting(ec2.client)
+    assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=counting) == ours
+    assert counting.calls == ["describe_instances", "stop_instances"]
+    state = ec2.states()
+    assert {state[instance] for instance in ours + [parked]} <= {"stopping", "stopped"}
+    assert [state[decoy] for decoy in decoys] == ["running"] * 3
+    # the same, once stopped: nothing more to stop, and no StopInstances call
+    assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=counting) == []
+    assert counting.calls[2:] == ["describe_instances"]
+
+
+def test_the_gateways_wake_starts_a_fronted_clusters_stopped_instances_and_no_other(ec2, capsys):
+    """The gateway's AWS helper: a cluster it fronts has its stopped instances started in one call; a cluster it does
+    not front is refused unasked; another cluster's and untagged stopped instances stay stopped; a second wake finds
+    it running."""
+    import io  # pylint: disable=import-outside-toplevel
+    tag = "graviton.llama_rpc/cluster"
+    ours = sorted(ec2.launch({tag: "demo"}) for _ in range(3))
+    decoys = [ec2.launch({tag: "demo-2"}), ec2.launch({tag: "other"}), ec2.launch({})]
+    ec2.client.stop_instances(InstanceIds=ours + decoys)
+    environ = {"WAKE_AWS_CLUSTERS": "eu-west-1:demo us-east-1:other"}
+
+    def wake(line):
+        answer, counting = io.BytesIO(), Counting(ec2.client)
+        code = gateway_wake_aws.main(environ, io.BytesIO(line), answer, ec2=counting)
+        return code, answer.getvalue().decode(), counting.calls
+    for line in (b"eu-west-1 demo-2\n", b"eu-west-1 other\n", b"us-east-1 demo\n", b"eu-west-1\n", b"",
+                 b"eu-west-1 demo extra\n"):
+        assert wake(line) == (1, "refused\n", []), line
+    assert wake(b"eu-west-1 demo\n") == (0, "starting %s\n" % " ".join(ours), ["describe_instances", "start_instances"])
+    state = ec2.states()
+    assert {state[instance] for instance in ours} <= {"pending", "running"}
+    assert [state[decoy] for decoy in decoys] == ["stopped"] * 3
+    assert wake(b"eu-west-1 demo\n") == (0, "running\n", ["describe_instances"])
+    journal = capsys.readouterr().err
+    assert "refused a wake: not a cluster this gateway fronts" in journal and "wake of cluster demo in eu-west-1: starting i-" in journal
 
 
 def test_a_server_that_decodes_is_healthy_and_one_that_stops_is_restarted_after_the_timeout():

@@ -106,6 +106,7 @@ def iam():
 
 
 IDLE_STOP_ROLE = f"llama-rpc-{CLUSTER}-idle-stop"
+WAKE_POLICY = f"llama-rpc-{CLUSTER}-wake"
 
 
 def test_the_master_alone_may_stop_its_cluster_and_nothing_else():
@@ -134,6 +135,19 @@ def test_the_master_alone_may_stop_its_cluster_and_nothing_else():
     assert stop["Resource"] == f"arn:aws:ec2:{REGION}:*:instance/*"
     assert stop["Condition"] == {"StringEquals": {f"aws:ResourceTag/{TAG}": CLUSTER}}
     assert allowed["ec2:DescribeInstances"]["Resource"] == "*"
+
+
+def test_the_gateways_wake_may_start_the_cluster_and_nothing_else():
+    """The managed policy for the gateway's host: StartInstances on the cluster's tag in its region, DescribeInstances."""
+    client = iam()
+    [policy] = [p for p in client.list_policies(Scope="Local")["Policies"] if p["PolicyName"] == WAKE_POLICY]
+    version = client.get_policy_version(PolicyArn=policy["Arn"], VersionId=policy["DefaultVersionId"])
+    document = version["PolicyVersion"]["Document"]
+    document = json.loads(document) if isinstance(document, str) else document
+    allowed = {statement["Action"]: statement for statement in document["Statement"]}
+    assert set(allowed) == {"ec2:StartInstances", "ec2:DescribeInstances"}
+    assert allowed["ec2:StartInstances"]["Resource"] == f"arn:aws:ec2:{REGION}:*:instance/*"
+    assert allowed["ec2:StartInstances"]["Condition"] == {"StringEquals": {f"aws:ResourceTag/{TAG}": CLUSTER}}
 
 
 def test_inventory_plugin_graph():
@@ -273,6 +287,7 @@ def test_teardown_removes_the_cluster_and_spares_the_decoys():
     assert client.describe_route_tables(Filters=cluster_filter())["RouteTables"] == []
     assert IDLE_STOP_ROLE not in [role["RoleName"] for role in iam().list_roles()["Roles"]]
     assert IDLE_STOP_ROLE not in [profile["InstanceProfileName"] for profile in iam().list_instance_profiles()["InstanceProfiles"]]
+    assert WAKE_POLICY not in [policy["PolicyName"] for policy in iam().list_policies(Scope="Local")["Policies"]]
     decoy = [{"Name": "tag:purpose", "Values": ["decoy"]}]
     assert len(client.describe_vpcs(Filters=decoy)["Vpcs"]) == 1
     assert len(client.describe_security_groups(Filters=decoy)["SecurityGroups"]) == 1

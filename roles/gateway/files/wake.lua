@@ -3,8 +3,11 @@
 -- passed the key check while no cluster is up: it asks each master's wake socket (role rpc_master,
 -- rpc_master_wake_port) to start llama-server, sending the masters' key, then holds the request until a cluster
 -- passes its health checks and lets it through; past the bound it answers 503 with Retry-After, so that no client
--- hangs. Settings come from the environment: LLAMA_GATEWAY_WAKE_TARGETS (host:port of each wake socket, spaces
--- between), LLAMA_GATEWAY_WAKE_TIMEOUT (seconds), LLAMA_GATEWAY_BACKEND_AUTHORIZATION (Bearer and the masters' key).
+-- hangs. An AWS cluster (a target aws:<region>:<cluster>) is woken through the helper on the gateway's loopback
+-- (llama-rpc-gateway-wake-aws), which starts its instances. Settings come from the environment:
+-- LLAMA_GATEWAY_WAKE_TARGETS (each master's wake socket host:port, or aws:<region>:<cluster>, spaces between),
+-- LLAMA_GATEWAY_WAKE_AWS (the helper's host:port), LLAMA_GATEWAY_WAKE_TIMEOUT (seconds),
+-- LLAMA_GATEWAY_BACKEND_AUTHORIZATION (Bearer and the masters' key).
 
 local targets = {}
 for target in string.gmatch(os.getenv("LLAMA_GATEWAY_WAKE_TARGETS") or "", "%S+") do
@@ -12,6 +15,7 @@ for target in string.gmatch(os.getenv("LLAMA_GATEWAY_WAKE_TARGETS") or "", "%S+"
 end
 local bound_ms = math.floor(tonumber(os.getenv("LLAMA_GATEWAY_WAKE_TIMEOUT") or "0") * 1000)
 local key = string.gsub(os.getenv("LLAMA_GATEWAY_BACKEND_AUTHORIZATION") or "", "^Bearer ", "")
+local aws_helper = os.getenv("LLAMA_GATEWAY_WAKE_AWS") or ""
 local POLL_MS = 500
 local WAKE_AGAIN_MS = 10000  -- requests that come together send one wake, not one each
 
@@ -31,19 +35,29 @@ local function a_cluster_is_up()
   return false
 end
 
--- One wake socket: connect, send the key, read the one-line answer ("starting <state>", "refused", "failed").
-local function wake(target)
-  local host, port = string.match(target, "^%[?(.-)%]?:(%d+)$")
+-- One line to a host:port, and its one-line answer.
+local function ask(address, line)
+  local host, port = string.match(address, "^%[?(.-)%]?:(%d+)$")
   local socket = core.tcp()
-  socket:settimeout(3)
+  socket:settimeout(5)
   local connected, why = socket:connect(host, tonumber(port))
   if not connected then
     return "no answer (" .. tostring(why) .. ")"
   end
-  socket:send(key .. "\n")
+  socket:send(line .. "\n")
   local answer = socket:receive("*l")
   socket:close()
   return answer or "no answer"
+end
+
+-- A master's wake socket gets the key ("starting <state>", "refused", "failed"); an AWS cluster goes to the helper
+-- ("starting <instance ids>", "running", "refused", "failed").
+local function wake(target)
+  local region, cluster = string.match(target, "^aws:([^:]+):(.+)$")
+  if region then
+    return ask(aws_helper, region .. " " .. cluster)
+  end
+  return ask(target, key)
 end
 
 core.register_action("llama_wake", { "http-req" }, function(txn)

@@ -109,3 +109,32 @@ def test_every_figure_names_its_source():
 def test_states_are_checked():
     with pytest.raises(ValueError, match="state must be"):
         reference_70b(state="lukewarm")
+
+
+def moe_400gb_on_three_c8g_48xlarge():
+    """A 400 GB MoE (61 layers, nearly every byte in expert tensors over 10 MiB) on three c8g.48xlarge (384 GiB each):
+    the plan spreads it over the master and two workers, a third each; the workers' caches and the master's file on
+    gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps per flow). After a stop every page cache is empty: the
+    master reads the whole file from its volume, each worker its cache files from its own."""
+    share = 400e9 / 3
+    workers = [dict(gp3_worker(share, memory_gib=384, rate_mib=1000), cache_in_memory=False)] * 2
+    master = {"disk_read": 1000 * MIB, "cached_bytes": 0}
+    return load_time.predict(2 * share, 2 * share * 0.99, 61 * 12, workers, master,
+                             load_time.figure("flow_rate_placement_group"), "staged", master_bytes=share)
+
+
+def test_the_time_to_serve_again_after_a_stop_on_aws():
+    """Start to first token of a stopped cluster, predicted: the instances' boot (a third-party figure), then a staged
+    load with every page cache empty (the master's file and the workers' caches read from gp3 at 1,000 MiB/s). For the
+    README's 70B recipe it is minutes, not seconds; for a 400 GB MoE on three c8g.48xlarge about 19 minutes, bound by
+    the master's read and hash and the workers' reads, one after the other: what a faster load path must shorten."""
+    boot = load_time.figure("ec2_boot_s")
+    llama_70b, moe = staged_70b(False, master_cached=False), moe_400gb_on_three_c8g_48xlarge()
+    for name, load in (("70B Q4_0, the README's recipe", llama_70b), ("400 GB MoE, 3 x c8g.48xlarge", moe)):
+        print(f"after a stop, {name}: boot {boot:.0f} s + load {load['seconds']:.0f} s = {boot + load['seconds']:.0f} s to "
+              f"the first token, bound by {load['bound']}: {load['parts']}")
+    assert 60 < boot + llama_70b["seconds"] < 300
+    assert 900 < boot + moe["seconds"] < 1500
+    assert moe["bytes_sent"] < 0.02 * 400e9, "a staged load sends hashes and the small tensors only"
+    # The staged load with the master's page cache warm (a restart of llama-server alone) is shorter: the read goes.
+    assert staged_70b(False)["seconds"] < llama_70b["seconds"]
