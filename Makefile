@@ -12,28 +12,28 @@ IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tes
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker): about 1 min on a fresh clone, 3.5 the first time on a machine
+check: ## Static checks and unit tests with a virtualenv only (no root, apt or docker)
 	@LLAMA_RPC_VENV_ONLY=1 bash tests/run.sh
 
-test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (about 18 min warm; 38 to 41 cold on a fresh machine)
+test: ## Everything: test bed setup, ansible-lint, sanity, build, unit and container tests, every Molecule scenario (times: docs/contributing.md)
 	@bash tests/run.sh
 
-lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only: about 30 s
+lint: ## ansible-lint (production profile) and the example pipeline's checks only, venv only
 	@$(MAKE) --no-print-directory check STAGES=lint
 
-sanity: ## ansible-test sanity only, venv only: about 40 s
+sanity: ## ansible-test sanity only, venv only
 	@$(MAKE) --no-print-directory check STAGES=sanity
 
-units: ## pytest unit tests only, venv only: about 35 s
+units: ## pytest unit tests only, venv only
 	@$(MAKE) --no-print-directory check STAGES=units
 
-lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requires_ansible admits (2.17): about 2 min
+lowest: ## ansible-lint, sanity and unit tests on the lowest ansible-core requires_ansible admits (2.17)
 	@$(MAKE) --no-print-directory test STAGES=lowest
 
-molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose): about 16 min warm, the cluster scenario
+molecule: ## Molecule scenarios only (SCENARIOS="a b" to choose)
 	@$(MAKE) --no-print-directory test STAGES=molecule
 
-role: ## One role's own checks (ROLE=rpc_tunnel): unit tests, its refusals, the role alone on fresh hosts (1.5-4 min warm; aws_infra: its scenario)
+role: ## One role's own checks (ROLE=rpc_tunnel): unit tests, its refusals, the role alone on fresh hosts (aws_infra: its scenario)
 	@bash tests/bed/role.sh "$(ROLE)"
 
 images: ## Build the systemd base images (Debian bookworm and trixie) offline
@@ -72,7 +72,7 @@ bench-tunnel: ## Benchmark the WireGuard tunnel on the local cluster: bench.yml 
 bench-faults: ## Faults under load on the local cluster (killed, frozen, cut off, rebooted), then an upgrade and back: a table
 	@bash demo/demo.sh faults
 
-bench-test-parts: ## Each part of make test alone (checks, scenarios, integration tests): wall, CPU-seconds, idle cores; a table (about 40 min warm)
+bench-test-parts: ## Each part of make test alone (checks, scenarios, integration tests): wall, CPU-seconds, idle cores; a table
 	@bash tests/bed/parts_alone.sh
 
 bench-test-cpu: ## make test under process accounting (root): CPU-seconds by command, and Ansible's part (runs, forks, modules); as long as make test

@@ -66,6 +66,7 @@ waited:
 import time
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry
 
 try:
     import botocore
@@ -75,7 +76,7 @@ except ImportError:
 
 def read_console(client, instance_id):
     """The console's latest output as text (the API sends it base64-encoded; botocore decodes it)."""
-    return client.get_console_output(InstanceId=instance_id, Latest=True).get("Output") or ""
+    return client.get_console_output(InstanceId=instance_id, Latest=True, aws_retry=True).get("Output") or ""
 
 
 def main():
@@ -92,7 +93,8 @@ def main():
         module.fail_json(msg="no region: set region (or AWS_REGION)")
     if module.params["timeout"] < 0 or module.params["interval"] < 1:
         module.fail_json(msg="timeout must be 0 or more seconds and interval 1 or more")
-    client = module.client("ec2")
+    # Throttling and other transient errors are retried with backoff (amazon.aws's convention).
+    client = module.client("ec2", retry_decorator=AWSRetry.jittered_backoff())
     wanted, started = module.params["wait_for"], time.monotonic()
     consoles = {}
     waiting = sorted(set(module.params["instance_ids"]))

@@ -49,6 +49,7 @@ instance_types:
 """
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry
 
 try:
     import botocore
@@ -67,14 +68,15 @@ def main():
     region = module.region
     if not region:
         module.fail_json(msg="no region: set region (or AWS_REGION)")
-    client = module.client("ec2")
+    # Throttling and other transient errors are retried with backoff (amazon.aws's convention).
+    client = module.client("ec2", retry_decorator=AWSRetry.jittered_backoff())
     types = sorted(set(module.params["instance_types"]))
     try:
         offered = {offer["InstanceType"] for offer in client.describe_instance_type_offerings(
-            LocationType="region", Filters=[{"Name": "instance-type", "Values": types}])["InstanceTypeOfferings"]}
+            LocationType="region", Filters=[{"Name": "instance-type", "Values": types}], aws_retry=True)["InstanceTypeOfferings"]}
         described = {}
         if offered:
-            for item in client.describe_instance_types(InstanceTypes=sorted(offered))["InstanceTypes"]:
+            for item in client.describe_instance_types(InstanceTypes=sorted(offered), aws_retry=True)["InstanceTypes"]:
                 described[item["InstanceType"]] = item
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
         module.fail_json_aws(error, msg="cannot read the instance types of %s" % region)

@@ -2,8 +2,8 @@
 llama-server's /metrics recorded on this machine (tests/unit/data/daemons, recorded by a real llama-server b11312 and
 by loopback sockets that hold unread bytes), `systemctl show` output, and a real tensor cache directory.
 
-The worker watchdog's false alarm of 2026-11-24 is here: a busy worker on starved cores held one 321-byte command
-unread at every look while it answered them all (its bytes received grew); the first version killed it."""
+The worker watchdog's false alarm is here: a busy worker on starved cores held one 321-byte command unread at every
+look while it answered them all (its bytes received grew); a watchdog that counted unread bytes alone killed it."""
 
 import importlib.util
 import json
@@ -49,7 +49,7 @@ def test_the_connections_that_hold_unread_bytes_are_read_from_ss():
     assert worker_watchdog.parse_waiting("") == {}
 
 
-def test_a_busy_worker_is_never_stuck_the_false_alarm_of_2026_11_24():
+def test_a_busy_worker_whose_received_bytes_grow_is_never_stuck():
     """The same 321 unread bytes at every look, but bytes received grow: the worker answers them all."""
     clients = worker_watchdog.StuckClients(timeout=300)
     stuck = [clients.observe(worker_watchdog.parse_waiting(ss(number)), now) for number, now in ((1, 0), (2, 200), (3, 400))]

@@ -10,9 +10,9 @@ again until someone restarts the worker (measured: make bench-faults). A frozen 
 So the sign is a connection to the worker's port that is established, holds bytes the worker has not read, and has
 received nothing new for TIMEOUT seconds: its client waits for an answer that does not come. (A client being served
 sends its next command after each answer. Counting the unread bytes alone is not enough: a busy worker on starved
-cores can hold one more command of the same size, a reused graph's, at every look while it answers them all; the
-first version of this watchdog killed such a worker, measured in make bench-faults on 2026-11-24 during a compile
-beside the serving cluster. A probe that gave up has closed its end and is not counted.) Then this kills the worker,
+cores can hold one more command of the same size, a reused graph's, at every look while it answers them all, as
+make bench-faults shows with a compile beside the serving cluster. A probe that gave up has closed its end and is not
+counted.) Then this kills the worker,
 which closes every connection, and systemd starts it again (Restart=always: a kill, not a stop, so this watchdog, which
 is stopped and restarted with the worker, keeps its back-off); the master's llama-server restarts and loads again.
 Settings come from the environment; the port from the instance's settings file.
@@ -49,7 +49,7 @@ def parse_waiting(listed):
 
 class StuckClients:
     """Which connections have held the same unread bytes, with nothing new received, for the timeout. A connection
-    whose bytes received grow is being served, whatever its unread count (the false alarm of 2026-11-24)."""
+    whose bytes received grow is being served, whatever its unread count (a busy worker on starved cores)."""
 
     def __init__(self, timeout):
         self.timeout = timeout

@@ -73,3 +73,22 @@ def test_refuses_naming_the_instances_whose_console_lacks_the_text(ec2, capsys, 
     result = run_module(module.main, capsys, region=REGION, instance_ids=[booted, silent], wait_for=END, timeout=30, interval=10)
     assert result["failed"] and result["missing"] == [silent], result
     assert f"is not in the console of {silent} in {REGION} after" in result["msg"] and booted not in result["msg"]
+
+
+def test_a_throttled_call_is_retried_with_backoff(ec2, capsys, monkeypatch):
+    """EC2 answers RequestLimitExceeded to the first read (its throttling of a burst of calls): the module waits and asks again,
+    amazon.aws's AWSRetry, instead of failing the run."""
+    from moto.ec2.exceptions import EC2ClientError  # pylint: disable=import-outside-toplevel
+    booted = instance(ec2, KEYS)
+    calls, slept = [], []
+
+    def throttled_once(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise EC2ClientError("RequestLimitExceeded", "Request limit exceeded.")
+        return tagged_console(self)
+
+    monkeypatch.setattr(General, "get_console_output", throttled_once)
+    monkeypatch.setattr(module.time, "sleep", slept.append)
+    result = run_module(module.main, capsys, region=REGION, instance_ids=[booted])
+    assert result["consoles"] == {booted: KEYS} and len(calls) == 2 and len(slept) == 1, (result, calls, slept)
