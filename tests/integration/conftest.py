@@ -60,6 +60,15 @@ def small_model_source(directory):
     return source
 
 
+def serve_model_source(master):
+    """The model host on the master's loopback (tests/tools/model_server.py), started unless it runs: a transient
+    unit, gone when the container restarts."""
+    if containers.sh(master, "systemctl is-active model-source")[1].strip() != "active":
+        containers.checked_sh(master, "systemctl reset-failed model-source 2>/dev/null; systemd-run --unit model-source "
+                                      f"python3 /usr/local/lib/model_server.py /srv/model-source --port 8000 "
+                                      f"--token {SMALL_MODEL_TOKEN}")
+
+
 def small_cluster_inventory(directory, gateway=None, **group_vars):
     """The small cluster's inventory (and a gateway host when named), with its variables; returns its path."""
     def hosts(*names):
@@ -98,8 +107,7 @@ def small_cluster(x86_build, tmp_path_factory):
             if path.is_file():
                 master.put_archive(str(Path("/srv/model-source") / path.parent.relative_to(source)), containers.tar_of(path))
         master.put_archive("/usr/local/lib", containers.tar_of(ROOT / "tests" / "tools" / "model_server.py"))
-        containers.checked_sh(master, f"systemd-run --unit model-source python3 /usr/local/lib/model_server.py "
-                                      f"/srv/model-source --port 8000 --token {SMALL_MODEL_TOKEN}")
+        serve_model_source(master)
         directory = tmp_path_factory.mktemp("small-cluster")
         small_cluster_inventory(directory)
         deployed = containers.run_playbook(directory / "hosts.yml", ROOT / "playbooks" / "deploy.yml", {}, timeout=1200)

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import docker
 import pytest
 
-from tests.integration.conftest import (SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, SMALL_WAKE_PORT, SMALL_WORKER, ROOT,
-                                       small_cluster_inventory)
+from tests.integration.conftest import (SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, SMALL_WORKER, ROOT,
+                                        small_cluster_inventory)
 from tests.tools import containers, gateway_client, llama_cpp
 
 GATEWAY = "llama-alone-gateway"
@@ -137,7 +137,7 @@ def test_a_request_wakes_a_stopped_cluster_with_a_client_key_only(gateway):
     wakes = containers.checked_sh(master, "journalctl -u 'llama-server-wake@*' --no-pager -o cat")
     assert "a wake from " in wakes and "starting llama-server.service" in wakes and SMALL_SERVER_KEY not in wakes, wakes
     journal = sh(gateway.host, "journalctl -u llama-rpc-gateway --no-pager -o cat")[1]
-    assert f"no cluster is up: woke " in journal and ": starting inactive" in journal, journal[-2000:]
+    assert "no cluster is up: woke " in journal and ": starting inactive" in journal, journal[-2000:]
 
     worker_unit = "llama-rpc-worker@main"
     containers.checked_sh(gateway.worker, f"systemctl stop {worker_unit}")
@@ -156,7 +156,7 @@ def test_a_request_wakes_a_stopped_cluster_with_a_client_key_only(gateway):
         assert containers.sh(master, "systemctl is-active llama-server")[1] == "active"
     finally:
         containers.checked_sh(gateway.worker, f"systemctl start {worker_unit}")
-    for _ in range(60):
+    for _attempt in range(60):
         status, cluster, body = call(gateway, "/completion", GREEDY)
         if status == 200:
             break

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.integration.conftest import (SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_SOURCE, SMALL_WAKE_PORT,
-                                       SMALL_WORKER, ROOT)
+                                        SMALL_WORKER, ROOT, serve_model_source)
 from tests.tools import containers, llama_cpp
 
 sh = containers.sh
@@ -315,6 +315,7 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
         started = playbook(in_use.directory, "start.yml")
     finally:
         containers.checked_sh(worker, f"rm -f {slow} && systemctl daemon-reload")
+        serve_model_source(master)  # the test's model host, a transient unit, is gone with the restart
     output = started.stdout + started.stderr
     assert started.returncode == 0, output[-3000:]
     first_token = re.search(r"gave its first token ([0-9.]+) s after the start began", output)
@@ -358,7 +359,7 @@ def test_an_idle_cluster_stops_itself_but_never_during_a_request(in_use):
         assert containers.sh(master, "systemctl is-active llama-server")[1] == "active", watchdog_journal(master, since)
     finally:
         containers.checked_sh(worker, "systemctl kill -s SIGCONT llama-rpc-worker@main")
-    for _ in range(60):
+    for _attempt in range(60):
         if containers.sh(master, "systemctl is-active idle-stream")[1] != "active":
             break
         time.sleep(0.5)

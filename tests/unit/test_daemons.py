@@ -250,7 +250,7 @@ def test_the_gateways_wake_starts_a_fronted_clusters_stopped_instances_and_no_ot
     it running."""
     import io  # pylint: disable=import-outside-toplevel
     tag = "graviton.llama_rpc/cluster"
-    ours = sorted(ec2.launch({tag: "demo"}) for _ in range(3))
+    ours = sorted(ec2.launch({tag: "demo"}) for _instance in range(3))
     decoys = [ec2.launch({tag: "demo-2"}), ec2.launch({tag: "other"}), ec2.launch({})]
     ec2.client.stop_instances(InstanceIds=ours + decoys)
     environ = {"WAKE_AWS_CLUSTERS": "eu-west-1:demo us-east-1:other"}

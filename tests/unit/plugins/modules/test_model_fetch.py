@@ -266,10 +266,11 @@ def test_progress_comes_back_within_a_step(host, tmp_path, capsys):
         steps.append(run_module(model_fetch.main, capsys, **arguments(base, tmp_path, step_seconds=1)))
         assert not steps[-1].get("failed") and time.monotonic() - began < 10, steps[-1]
         assert len(steps) < 60, "no progress"
-    assert steps[0]["bytes_total"] > 0 and not steps[0]["done"], steps[0]
-    # (on a loaded machine a first step can end before its first byte: the next ones go on from there)
-    done = [step["bytes_done"] for step in steps]
-    assert done == sorted(done) and 0 < done[-2] < done[-1] == steps[0]["bytes_total"], done
+    # each step but the last came back unfinished, within its bound; the last has every byte (on a loaded machine a
+    # first step can end before its first byte: the next ones go on from there)
+    assert len(steps) >= 2 and not any(step["done"] for step in steps[:-1]), steps
+    assert steps[0]["bytes_total"] > 0 and steps[-1]["bytes_done"] == steps[-1]["bytes_total"] > 0, steps[-1]
+    assert any(step["bytes_done"] > 0 for step in steps[:-1]), "no step before the last moved a byte"
 
 
 def test_a_second_fetch_waits_for_the_one_under_way(host, tmp_path, capsys):
