@@ -132,7 +132,7 @@ PY
 import json, sys
 from tests.tools import collection
 collection.importable()
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import compare
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.bench_results import compare
 plain, tunnel = (json.load(open(path)) for path in sys.argv[1:3])
 print(f"\nmake bench-tunnel, in the clear -> through the tunnel ({sys.argv[1]} and {sys.argv[2]}):")
 print("\n".join("  " + line for line in compare(plain, tunnel)[1].splitlines()))

@@ -13,7 +13,7 @@ description:
   - Takes the cluster's instance types (one per instance) and its gp3 volumes, and gives what it costs on demand in
     us-east-1 while it runs (its instances and its volumes, USD per hour) and while it is stopped (its volumes alone, USD
     per month, since a stopped EBS-backed instance is not charged but its volumes are).
-  - The prices and their sources are in C(plugins/module_utils/graviton_types.py), the one place the collection keeps
+  - The prices and their sources are in C(plugins/module_utils/aws/instance_types.py), the one place the collection keeps
     them.
 options:
   _input:
@@ -43,7 +43,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.graviton_types import cluster_cost as _cluster_cost
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws.instance_types import cluster_cost as _cluster_cost
 
 
 def cluster_cost(instance_types, volumes=None):

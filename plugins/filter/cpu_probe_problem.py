@@ -49,7 +49,7 @@ _value:
 
 import signal
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log
 
 FLAGS = "check llama_build_cmake_args and the compiler"
 

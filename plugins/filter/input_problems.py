@@ -10,7 +10,7 @@ name: input_problems
 short_description: What is wrong with a role's settings, each refusal naming its variable and the fix
 version_added: 0.1.0
 description:
-  - The input rules of the collection's roles, in one place (module_utils/input_rules.py) that the unit tests call.
+  - The input rules of the collection's roles, in one place (module_utils/input_rules/) that the unit tests call.
     A role's pre-flight passes its settings and asserts that the answer is empty, before anything changes.
   - Returns every refusal at once, only for the settings that are wrong; an empty list when all are good.
 options:
@@ -45,7 +45,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules import ROLES, input_problems as _problems
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.by_role import ROLES, input_problems as _problems
 
 
 def input_problems(settings, role):

@@ -12,7 +12,7 @@ version_added: 0.1.0
 description:
   - Parses an address (C(10.0.0.5), C(fd00::5)) or a network without host bits (C(10.0.0.0/24)) with Python's
     ipaddress and returns what the roles need to know about it, instead of guessing from its characters.
-  - A value that is neither fails, saying why; the roles check their inputs first (plugins/module_utils/addresses.py).
+  - A value that is neither fails, saying why; the roles check their inputs first (plugins/module_utils/network/addresses.py).
 options:
   _input:
     description: The address or network.
@@ -42,7 +42,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from jinja2.runtime import Undefined
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import describe
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import describe
 
 
 def ip_parse(value):

@@ -47,7 +47,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model_releases import after_switch
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_releases import after_switch
 
 
 def model_history(history, entry, keep=1):

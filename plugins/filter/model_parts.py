@@ -51,7 +51,7 @@ _value:
   type: dict
 """
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import model_source
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_source
 
 
 def model_parts(source, sha256="", sha256sums="", name=""):

@@ -34,7 +34,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import parse_endpoint
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import parse_endpoint
 
 
 def split_endpoint(endpoint):

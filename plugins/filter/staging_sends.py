@@ -43,7 +43,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import staging_sends as _staging_sends
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import staging_sends as _staging_sends
 
 
 def staging_sends(request, reports=None, everything=False):

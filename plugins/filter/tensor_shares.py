@@ -39,7 +39,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import PlanMismatch, assign
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import PlanMismatch, assign
 
 
 def tensor_shares(tensors, plan):

@@ -90,7 +90,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tunnel import plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.tunnel import plan
 
 REPORTED = "_rpc_tunnel_member"
 PUBLISHED = "llama_rpc_tunnel"

@@ -46,8 +46,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import parse_address
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS, parse_endpoint
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import parse_address
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import MAX_WORKERS, parse_endpoint
 
 
 def host_endpoints(host, host_vars):

@@ -11,7 +11,7 @@ short_description: The Graviton instance types the collection sizes clusters wit
 version_added: 0.1.0
 description:
   - Returns one entry per C8g instance type, smallest first, with its memory (GiB) and its on-demand price (USD per hour,
-    Linux, us-east-1, as listed when C8g launched). C(plugins/module_utils/graviton_types.py) holds the table once, with
+    Linux, us-east-1, as listed when C8g launched). C(plugins/module_utils/aws/instance_types.py) holds the table once, with
     its sources and the date it was read; M(graviton.llama_rpc.gguf_plan) reads the same table.
 options: {}
 """
@@ -41,7 +41,7 @@ _raw:
 
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.graviton_types import table
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws.instance_types import table
 
 
 class LookupModule(LookupBase):

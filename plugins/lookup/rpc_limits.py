@@ -11,7 +11,7 @@ short_description: The limits of llama.cpp's RPC backend that the collection che
 version_added: 0.1.0
 description:
   - Returns the value of each limit named, as the collection's modules and filters check it
-    (C(plugins/module_utils/rpc_protocol.py) holds each value once), so that roles check the same number.
+    (C(plugins/module_utils/llama_cpp/rpc_protocol.py) holds each value once), so that roles check the same number.
 options:
   _terms:
     description:
@@ -37,7 +37,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import MAX_WORKERS
 
 LIMITS = {"max_workers": MAX_WORKERS}
 

@@ -81,7 +81,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import BenchError, chart, compare, load_breakdown, markdown
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.bench_results import BenchError, chart, compare, load_breakdown, markdown
 
 
 def load(module, path):

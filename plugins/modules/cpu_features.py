@@ -205,7 +205,7 @@ import platform
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import CpuInfoError, build_refusal, describe_cpu
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.cpu_flags import CpuInfoError, build_refusal, describe_cpu
 
 
 def read_text(path):

@@ -175,8 +175,10 @@ load:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, llama_fit, load_time, model_arch, tensor_cache
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.fit_plan import PlanError, plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import llama_fit, load_time
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import PlanError, plan
 
 
 def meminfo():

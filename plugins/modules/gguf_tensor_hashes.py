@@ -77,8 +77,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGUFError, read_model
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import hashed_tensors
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.gguf import GGUFError, read_model
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import hashed_tensors
 
 MANIFEST_VERSION = 2  # 2: every part of a set, each tensor with its file
 

@@ -90,9 +90,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_run
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.bench_report import BenchError, parse_llama_bench
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_run
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.bench_results import BenchError, parse_llama_bench
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import MAX_WORKERS
 
 
 def command_line(params):

@@ -154,8 +154,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log, llama_run
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log, llama_run
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import MAX_WORKERS
 
 
 def command_line(params):

@@ -187,10 +187,10 @@ from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, model_arch, model_releases, sha256_job
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model_download import (
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch, model_releases, sha256_job
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import (
     Refused, Source, fetch_text, refusal, total_of)
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model_source import parse_sha256sums
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_source import parse_sha256sums
 
 CHUNK = 1 << 20
 RECORD = "verified.json"

@@ -85,7 +85,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import model_releases, model_source
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_releases, model_source
 
 
 def main():

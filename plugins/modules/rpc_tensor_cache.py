@@ -108,7 +108,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.tensor_cache import CACHE_NAME
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import CACHE_NAME
 
 RECORD = ".verified.json"  # what was verified, and the file state it was verified in
 

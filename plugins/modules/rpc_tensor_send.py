@@ -85,7 +85,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import REFUSED, CacheStager, ProbeError
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import REFUSED, CacheStager, ProbeError
 
 
 def connect(endpoint, timeout):

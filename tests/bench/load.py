@@ -3,7 +3,7 @@
 Real parts on this machine's loopback: llama.cpp built as the llama_build role builds it (ggml-rpc-server with -c,
 llama-completion), the collection's cache helper, and its staging modules. Prints the figures; asserts nothing.
 
-1. The constants the load-time model (plugins/module_utils/load_time.py) takes from this machine:
+1. The constants the load-time model (plugins/module_utils/plan/load_time.py) takes from this machine:
    - hash rate: llama.cpp's FNV-1a 64 over a page-cached file, bytes per user CPU-second of the hashing process
      (CPU time, so another job on the machine does not slow the figure);
    - page-cache rate: the master's loader maps the model and reads it from there: touching every page of a
@@ -41,7 +41,8 @@ import threading
 import time
 from pathlib import Path
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, llama_log, tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log, tensor_cache
 from tests.tools import llama_cpp, tiny_model
 from tests.tools.collection import start_module
 
@@ -208,8 +209,8 @@ def main():
     tool, paths_tool = str(work / "llama-rpc-cache"), str(work / "worker-paths")
     subprocess.run(["cc", "-O2", "-o", tool, str(TOOL_SOURCE)], check=True)
     subprocess.run(["cc", "-O2", "-o", paths_tool, str(Path(__file__).with_name("worker_paths.c"))], check=True)
-    from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import describe_cpu
-    from ansible_collections.graviton.llama_rpc.plugins.module_utils import load_time
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.cpu_flags import describe_cpu
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import load_time
     cpu = describe_cpu(Path("/proc/cpuinfo").read_text(), "x86_64")
     bin_dir = llama_cpp.build("x86_64", cpu["cmake_args"], ["ggml-rpc-server", "llama-completion"])
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -1,7 +1,7 @@
 """Benchmark: when the master reads the model from its disk, and how often, in a load through a worker.
 
 llama.cpp maps the model with MAP_POPULATE after POSIX_FADV_SEQUENTIAL (src/llama-mmap.cpp): the mmap call itself
-reads the whole file, before the loader sends its first tensor. The load-time model (plugins/module_utils/load_time.py)
+reads the whole file, before the loader sends its first tensor. The load-time model (plugins/module_utils/plan/load_time.py)
 charges the master's disk once, tensor by tensor. This measures, on this machine, one load of a model through one
 worker whose tensor cache already holds it (so the worker's part is small and the same each time), in three states of
 the master's page cache: holding the file, dropped, and dropped with the page cache the load may use capped below the
@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log
 from tests.bench.load import Worker
 from tests.tools import llama_cpp, tiny_model
 
@@ -89,7 +89,7 @@ def main():
     parser.add_argument("--caps-gb", default="1,1.5", help="page-cache caps below the file, GB")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-master-read-", dir=os.environ.get("LLAMA_RPC_BENCH_DIR", "/var/tmp")))
-    from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import describe_cpu
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.cpu_flags import describe_cpu
     cpu = describe_cpu(Path("/proc/cpuinfo").read_text(), "x86_64")
     bin_dir = llama_cpp.build("x86_64", cpu["cmake_args"], ["ggml-rpc-server", "llama-completion"])
     embd = 2048

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import describe_cpu
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.cpu_flags import describe_cpu
 from tests.tools import llama_cpp
 
 ROOT = Path(__file__).resolve().parents[2]

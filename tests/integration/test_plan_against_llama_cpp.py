@@ -18,7 +18,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import fit_plan, gguf, llama_fit, model_arch
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import fit_plan, llama_fit
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
 from tests.tools import llama_cpp, model_shapes
 
 GIB = 1 << 30

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import yaml
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_CACHE = Path(os.environ.get("LLAMA_RPC_BUILD_CACHE", Path.home() / ".cache" / "graviton-llama-rpc" / "build"))

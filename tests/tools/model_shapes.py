@@ -25,7 +25,7 @@ import numpy as np
 from tests.tools import tiny_model
 
 # ggml type ids and block sizes: the collection's table (checked against the pinned llama.cpp by the unit tests)
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.gguf import GGML_TYPES
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.gguf import GGML_TYPES
 
 TYPE_IDS = {name: type_id for type_id, (name, _elements, _bytes) in GGML_TYPES.items()}
 ALIGNMENT = 32

@@ -44,7 +44,7 @@ def playbook(aws, extra, *args, env=None, name="provision.yml"):
                           timeout=900, check=False)
 
 
-# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/test_input_rules.py); these are what
+# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/input_rules/); these are what
 # only AWS answers (the region's types, the key pair, the VPC, a name taken), and two rules end to end.
 BAD = {
     "region without the instance type": ({"aws_infra_region": "me-south-1"}, "c8g.4xlarge is not offered in me-south-1"),

@@ -24,7 +24,7 @@ def bench(host, results, **overrides):
     return result, result.stdout + result.stderr  # ansible-core 2.19+ prints a task's failure on stderr too
 
 
-# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/test_input_rules.py); these prove
+# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/input_rules/); these prove
 # end to end that the role asks the rules and measures and writes nothing.
 CASES = {
     "concurrency of 0 and no tokens": ({"bench_concurrency": [0, 2], "bench_concurrency_tokens": 0},

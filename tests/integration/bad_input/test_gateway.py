@@ -37,7 +37,7 @@ def converge(host, masters=None, **overrides):
     return result, untouched
 
 
-# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/test_input_rules.py); these prove
+# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/input_rules/); these prove
 # end to end that the role asks the rules with the masters' published state and keys, and touches nothing.
 CASES = {
     "port 0 and a check that never fails": ({"gateway_port": 0, "gateway_check_fall": 0},

@@ -42,7 +42,7 @@ def converge(host, tmp_path, **overrides):
     return result, untouched
 
 
-# The input rules, case by case, are unit tests (tests/unit/plugins/module_utils/test_input_rules.py); these prove end
+# The input rules, case by case, are unit tests (tests/unit/plugins/module_utils/input_rules/); these prove end
 # to end that a refusal installs nothing, and the host's own checks (archive, CPU, disk, compiler).
 CASES = {
     "old pin": ({"llama_build_version": "b8000"}, ["older than b8492", "CVE-2026-34159", "llama_build_allow_vulnerable_version"]),

@@ -70,7 +70,7 @@ def converge(host, masters=1, workers=2, tags=None, **overrides):
     return result, untouched
 
 
-# The settings' rules, case by case, are unit tests (tests/unit/plugins/module_utils/test_input_rules.py, and the
+# The settings' rules, case by case, are unit tests (tests/unit/plugins/module_utils/input_rules/, and the
 # model source's in test_model_source.py); these prove end to end the host's checks (the model's files, headers,
 # sources and tokens) and that a refusal writes nothing on the master.
 CASES = {

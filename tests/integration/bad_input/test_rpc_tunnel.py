@@ -57,7 +57,7 @@ def test_a_host_without_wireguard_or_its_userspace_fallback_is_refused(bare_host
         "or set rpc_tunnel_enabled: false for its cluster"], untouched)
 
 
-# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/test_input_rules.py, and the
+# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/input_rules/, and the
 # cluster's in test_tunnel_plan.py); these prove end to end that a refusal touches nothing.
 CASES = {
     "key generation 0": ({"rpc_tunnel_key_generation": 0}, "master",

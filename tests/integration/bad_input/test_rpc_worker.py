@@ -29,7 +29,7 @@ def converge(host, **overrides):
     return result, untouched
 
 
-# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/test_input_rules.py); these prove
+# Every input rule, case by case, is a unit test (tests/unit/plugins/module_utils/input_rules/); these prove
 # end to end that the role asks the rules with what it resolved (its defaults, rpc_tunnel's published state) and
 # that a refusal touches nothing on the host.
 CASES = {

@@ -1,4 +1,4 @@
-"""What a cluster costs running and stopped, from the one price table (module_utils/graviton_types.py)."""
+"""What a cluster costs running and stopped, from the one price table (module_utils/aws/instance_types.py)."""
 
 import pytest
 from ansible.errors import AnsibleFilterError

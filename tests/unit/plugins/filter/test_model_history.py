@@ -1,5 +1,5 @@
 """The model_history filter: the models a master keeps once it serves another, and the tensors their caches keep
-(the decisions are model_releases', tests/unit/plugins/module_utils/test_model_releases.py)."""
+(the decisions are model_releases', tests/unit/plugins/module_utils/model/test_model_releases.py)."""
 
 import pytest
 from ansible.errors import AnsibleFilterError

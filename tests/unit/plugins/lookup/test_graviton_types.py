@@ -4,7 +4,7 @@ gguf_plan (directly)."""
 from pathlib import Path
 
 from ansible_collections.graviton.llama_rpc.plugins.lookup.graviton_types import LookupModule
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import graviton_types
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws import instance_types
 
 ROLES = Path(__file__).resolve().parents[4] / "roles"
 GIB = 1 << 30
@@ -26,7 +26,7 @@ def test_the_table_is_smallest_first_and_the_one_aws_infra_reads():
 
 
 def test_the_smallest_type_holding_a_need():
-    assert graviton_types.smallest_holding(40 * GIB, 0.75)["name"] == "c8g.8xlarge"  # 64 GiB x 0.75 = 48 GiB
-    assert graviton_types.smallest_holding(48 * GIB, 0.75)["name"] == "c8g.8xlarge"
-    assert graviton_types.smallest_holding(48 * GIB + 1, 0.75)["name"] == "c8g.12xlarge"
-    assert graviton_types.smallest_holding(289 * GIB, 0.75) is None  # more than a c8g.48xlarge gives at 75%
+    assert instance_types.smallest_holding(40 * GIB, 0.75)["name"] == "c8g.8xlarge"  # 64 GiB x 0.75 = 48 GiB
+    assert instance_types.smallest_holding(48 * GIB, 0.75)["name"] == "c8g.8xlarge"
+    assert instance_types.smallest_holding(48 * GIB + 1, 0.75)["name"] == "c8g.12xlarge"
+    assert instance_types.smallest_holding(289 * GIB, 0.75) is None  # more than a c8g.48xlarge gives at 75%

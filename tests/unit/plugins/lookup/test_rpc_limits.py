@@ -7,7 +7,7 @@ import yaml
 from ansible.errors import AnsibleLookupError
 
 from ansible_collections.graviton.llama_rpc.plugins.lookup.rpc_limits import LookupModule
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import MAX_WORKERS
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import MAX_WORKERS
 
 
 ROLES = Path(__file__).resolve().parents[4] / "roles"

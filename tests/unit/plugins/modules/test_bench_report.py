@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import bench_report
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import bench_results
 from ansible_collections.graviton.llama_rpc.plugins.modules import bench_report as bench_report_module
 
 from tests.unit.plugins.module_runner import run_module
@@ -33,11 +33,11 @@ def level(clients, rate, ttft_p95):
 
 
 def test_parse_llama_bench_json_and_jsonl():
-    rows = bench_report.parse_llama_bench(SAMPLE)
+    rows = bench_results.parse_llama_bench(SAMPLE)
     assert [(row["test"], row["tokens_per_second"], row["samples"]) for row in rows] == [("pp16", 37969.742, 2), ("tg8", 3289.95, 2)]
     assert rows[0]["n_gpu_layers"] == 999 and rows[0]["n_threads"] == 2 and rows[0]["build"] == "11312 (0c1e57098)"
     jsonl = "\n".join(json.dumps(record) for record in json.loads(SAMPLE))
-    assert bench_report.parse_llama_bench(jsonl) == rows
+    assert bench_results.parse_llama_bench(jsonl) == rows
 
 
 @pytest.mark.parametrize("text, message", [
@@ -46,29 +46,29 @@ def test_parse_llama_bench_json_and_jsonl():
     ('[{"n_prompt": 16}]', "lacks"),
 ])
 def test_parse_refuses_what_is_not_llama_bench_json(text, message):
-    with pytest.raises(bench_report.BenchError, match=message):
-        bench_report.parse_llama_bench(text)
+    with pytest.raises(bench_results.BenchError, match=message):
+        bench_results.parse_llama_bench(text)
 
 
 def test_markdown_table():
-    text = bench_report.markdown(results())
+    text = bench_results.markdown(results())
     assert "| Test | master alone | 1 worker | 2 workers |" in text
     assert "| pp128 | 120.00 | 100.00 | 180.00 |" in text and "| tg32 | 12.00 | 10.00 | 17.00 |" in text
     assert "| cold | 2000 | 250000000 | 1000 |" in text and "20000 Mbit/s" in text and "5% of that" in text
 
 
 def test_concurrency_table_gives_each_level_against_one_client():
-    text = bench_report.markdown(results())
+    text = bench_results.markdown(results())
     assert "llama-server with 4 slot(s); each client sends 2 streaming chat completion(s) of 32 tokens" in text
     assert "| 1 | 2 | 0 | 10.00 | 1.00 | 45 | 90 | 3000 | 3500 |" in text
     assert "| 4 | 8 | 0 | 31.00 | 3.10 | 60 | 120 | 3000 | 3500 |" in text
-    assert bench_report.scaling(results()["concurrency"]) == {1: 1.0, 2: 1.9, 4: 3.1, 8: 3.3}
+    assert bench_results.scaling(results()["concurrency"]) == {1: 1.0, 2: 1.9, 4: 3.1, 8: 3.3}
     # an older result, or a run without llama-server: no section
-    assert "Concurrent clients" not in bench_report.markdown(dict(results(), concurrency={}))
+    assert "Concurrent clients" not in bench_results.markdown(dict(results(), concurrency={}))
 
 
 def test_compare_prints_ratios():
-    rows, text = bench_report.compare(results(), results(tg_two=25.5, cold=1000.0))
+    rows, text = bench_results.compare(results(), results(tg_two=25.5, cold=1000.0))
     by_name = {row["figure"]: row for row in rows}
     assert by_name["tg32, 2 workers tokens/s"]["ratio"] == 1.5
     assert by_name["pp128, 2 workers tokens/s"]["ratio"] == 1.0
@@ -80,17 +80,17 @@ def test_compare_prints_ratios():
 def test_compare_says_when_raw_tcp_was_measured_by_another_tool():
     before, after = results(), results()
     after["network"] = dict(after["network"], tool="iperf 3.12", raw_tcp_mbit_per_s=10000.0)
-    rows, _text = bench_report.compare(before, after)
+    rows, _text = bench_results.compare(before, after)
     assert [row["figure"] for row in rows if row["figure"].startswith("raw TCP")] == [
         "raw TCP Mbit/s (a Python sender -> iperf 3.12: another tool)"]
     before["network"] = dict(before["network"], tool="iperf 3.12")
-    rows, _text = bench_report.compare(before, after)
+    rows, _text = bench_results.compare(before, after)
     assert {row["figure"]: row["ratio"] for row in rows}["raw TCP Mbit/s"] == 0.5
 
 
 def test_compare_needs_common_figures():
-    with pytest.raises(bench_report.BenchError, match="no figure in common"):
-        bench_report.compare({"runs": []}, {"runs": []})
+    with pytest.raises(bench_results.BenchError, match="no figure in common"):
+        bench_results.compare({"runs": []}, {"runs": []})
 
 
 def test_module_writes_json_markdown_and_a_real_png(tmp_path, capsys):
@@ -131,7 +131,7 @@ def staged_results():
 
 
 def test_load_breakdown_splits_each_load_and_judges_the_staged_one():
-    breakdown, summary = bench_report.load_breakdown(staged_results()["load"], 20000.0, 250_000_000, 2)
+    breakdown, summary = bench_results.load_breakdown(staged_results()["load"], 20000.0, 250_000_000, 2)
     # cold: 250 MB at 20 Gbit/s = 100 ms on the wire, 240 MB at 1200 MB/s = 200 ms into the caches, the rest 1400 ms
     assert breakdown["cold"] == {"master_read_hash_ms": 300.0, "transfer_ms": 100.0, "worker_cache_write_ms": 200.0,
                                  "other_ms": 1400.0}
@@ -142,7 +142,7 @@ def test_load_breakdown_splits_each_load_and_judges_the_staged_one():
 
 
 def test_load_breakdown_of_an_older_result_without_the_staged_load():
-    breakdown, summary = bench_report.load_breakdown(results()["load"], 20000.0, 245_000_000, 2)
+    breakdown, summary = bench_results.load_breakdown(results()["load"], 20000.0, 245_000_000, 2)
     assert set(breakdown) == {"cold", "warm"} and summary == {}
     assert breakdown["cold"]["other_ms"] == 2000.0 - 100.0  # nothing measured for the master or the caches
 
@@ -161,7 +161,7 @@ def test_each_load_is_set_beside_the_load_time_models_prediction(tmp_path, capsy
     """bench.yml hands over rpc_master's prediction per state: the report gives measured / predicted for each load."""
     figures = staged_results()
     figures["load"]["predicted_ms"] = {"cold": 1000.0, "staged": 600.0, "warm": 600.0}
-    _breakdown, summary = bench_report.load_breakdown(figures["load"], 20000.0, 250_000_000, 2)
+    _breakdown, summary = bench_results.load_breakdown(figures["load"], 20000.0, 250_000_000, 2)
     # cold 2000 ms measured against 1000 predicted; staged 900 against 600; warm (results(): 500 ms) against 600
     assert {name: value for name, value in summary.items() if "predicted" in name} == {
         "cold_measured_over_predicted": 2.0, "staged_measured_over_predicted": 1.5, "warm_measured_over_predicted": 0.83}
@@ -173,5 +173,5 @@ def test_each_load_is_set_beside_the_load_time_models_prediction(tmp_path, capsy
 def test_a_prediction_of_zero_gives_no_ratio():
     figures = staged_results()
     figures["load"]["predicted_ms"] = {"cold": 0.0, "staged": 600.0, "warm": 600.0}
-    _breakdown, summary = bench_report.load_breakdown(figures["load"], 20000.0, 250_000_000, 2)
+    _breakdown, summary = bench_results.load_breakdown(figures["load"], 20000.0, 250_000_000, 2)
     assert "cold_measured_over_predicted" not in summary and "staged_measured_over_predicted" in summary

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import (
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.cpu_flags import (
     CpuInfoError,
     describe_cpu,
     missing_features,
@@ -183,7 +183,7 @@ def test_native_requires_an_identical_cpu():
 
 def test_role_readme_table_matches_the_tiers():
     """The flag table in roles/llama_build/README.md is what the code does, row by row."""
-    from ansible_collections.graviton.llama_rpc.plugins.module_utils.cpu_features import ARM_TIERS, arm_arch_features
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.cpu_flags import ARM_TIERS, arm_arch_features
 
     readme = (Path(__file__).resolve().parents[4] / "roles" / "llama_build" / "README.md").read_text()
     rows = [line.split("|")[1:-1] for line in readme.splitlines() if line.startswith("| ") and "`arm" in line]

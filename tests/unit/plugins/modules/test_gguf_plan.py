@@ -5,7 +5,8 @@ tests/integration/test_plan_against_llama_cpp.py (live)."""
 import os
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import fit_plan, gguf, model_arch
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import fit_plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_plan
 
 from tests.tools import tiny_model

@@ -1,7 +1,7 @@
 """llama_infer: its command line, its refusals, and the parser of llama.cpp's log (module_utils/llama_log) its figures
 come from."""
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log
 from ansible_collections.graviton.llama_rpc.plugins.modules import llama_infer
 
 from tests.unit.plugins.module_runner import run_module

@@ -12,7 +12,7 @@ import time
 import urllib.request
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, model_releases, model_source
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_releases, model_source
 from ansible_collections.graviton.llama_rpc.plugins.modules import model_fetch
 
 from tests.tools import http_proxy, llama_cpp, model_server, model_shapes

@@ -4,7 +4,7 @@ share bytes by hard links), a rollback found by name, and the removal of what is
 import json
 import os
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import model_releases as releases
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_releases as releases
 from ansible_collections.graviton.llama_rpc.plugins.modules import model_releases
 
 from tests.unit.plugins.module_runner import run_module

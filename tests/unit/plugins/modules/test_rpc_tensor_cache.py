@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes, rpc_tensor_cache
 
 from tests.tools import tiny_model

@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import model_releases as releases
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_releases as releases
 
 A, B, C, D = ("tiny-%s" % (digit * 12) for digit in "abcd")
 

@@ -4,7 +4,7 @@ Inputs are the published runs' hardware (sourced in the README) and this machine
 (load_time.FIGURES); nothing here is fitted to the published times."""
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import load_time
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import load_time
 
 GIB, MIB = 1 << 30, 1 << 20
 Q4_0 = 18 / 32  # bytes per weight: 32 weights in a block of 18 bytes

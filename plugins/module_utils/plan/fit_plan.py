@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import bisect
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import graviton_types, model_arch
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws import instance_types
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_arch
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -236,7 +237,7 @@ class Planner:
             if self.fits(slots, self.shape["layers"] + 1, self.workers[:count]):
                 fewest = count
                 break
-        single = graviton_types.smallest_holding(alone["need"], self.fraction)
+        single = instance_types.smallest_holding(alone["need"], self.fraction)
         return {
             "master_alone": alone["fits"],
             "fewest_workers": fewest,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_run
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_run
 
 from tests.unit.plugins.module_runner import patch_module_args
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import gguf as gguf_py
 import numpy as np
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
 
 from tests.tools import model_shapes, tiny_model
 

@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_fit
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import llama_fit
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "llama-fit-params"
+DATA = Path(__file__).resolve().parents[3] / "data" / "llama-fit-params"
 ENDPOINTS = ["127.0.0.1:50201", "127.0.0.1:50202"]
 MIB = 1 << 20
 

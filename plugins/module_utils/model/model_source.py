@@ -99,7 +99,7 @@ def parts(source, sha256="", sha256sums="", name=""):
     names = [file_name(item) for item in sources_all]
 
     # each part's name on the master: a path's own; a download's the name asked for (the set's pattern kept), in its
-    # release's directory (module_utils/model_releases.py), which its checksums name. A path is written plainly
+    # release's directory (module_utils/model/model_releases.py), which its checksums name. A path is written plainly
     # (posixpath.normpath), as ansible.builtin.find returns it: rpc_master looks each part up by its path.
     if kind == "path":
         sources_all = [posixpath.normpath(item) for item in sources_all]

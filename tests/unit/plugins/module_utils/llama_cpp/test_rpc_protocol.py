@@ -3,7 +3,7 @@ a real worker in tests/integration/test_rpc_probe.py)."""
 
 import pytest
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.rpc_protocol import compatible, parse_endpoint
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.rpc_protocol import compatible, parse_endpoint
 
 
 @pytest.mark.parametrize("endpoint, expected", [

@@ -34,7 +34,7 @@ _NUMBER_ARRAY_KEEP = 512
 
 # Every tensor type of llama.cpp b11312: id -> (name, elements per block, bytes per block). The ids and names are
 # ggml/include/ggml.h's enum ggml_type, the block sizes its ggml/src/ggml.c type_traits (blck_size, type_size), as
-# the pinned source's gguf-py lists them (GGML_QUANT_SIZES); tests/unit/plugins/module_utils/test_gguf.py checks this
+# the pinned source's gguf-py lists them (GGML_QUANT_SIZES); tests/unit/plugins/module_utils/model/test_gguf.py checks this
 # table against both. A tensor's bytes (ggml_nbytes, what llama.cpp hashes and sends) follow from its type and shape.
 GGML_TYPES = {
     0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22),

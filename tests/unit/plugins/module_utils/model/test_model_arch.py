@@ -7,7 +7,9 @@ equal split (tests/integration/test_plan_against_llama_cpp.py runs the same comp
 rounded down, per device (first worker, second worker, master)."""
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import fit_plan, gguf, model_arch, tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import fit_plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
 
 from tests.tools import model_shapes
 

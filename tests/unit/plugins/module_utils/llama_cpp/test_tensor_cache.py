@@ -1,8 +1,8 @@
-"""module_utils/tensor_cache.py: which tensors travel by hash, which worker each goes to under a plan, and what the
+"""module_utils/llama_cpp/tensor_cache.py: which tensors travel by hash, which worker each goes to under a plan, and what the
 master sends each worker's cache before a first load."""
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
 
 MIB = 1 << 20
 

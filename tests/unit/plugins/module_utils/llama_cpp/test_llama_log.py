@@ -1,7 +1,7 @@
-"""module_utils/llama_log.py: the figures read from llama.cpp's log lines, as llama-completion and llama-server print
+"""module_utils/llama_cpp/llama_log.py: the figures read from llama.cpp's log lines, as llama-completion and llama-server print
 them (b11312's formats)."""
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log
 
 LOG = """\
 system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : NEON = 1 | ARM_FMA = 1 | SVE = 1 | SVE_CNT = 16 | REPACK = 1 |

@@ -19,7 +19,7 @@ import ipaddress
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import parse_address, parse_network
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import parse_address, parse_network
 
 # WireGuard's own header on top of an IPv6 UDP packet (the largest): wg-quick takes the same 80 bytes off the path MTU.
 OVERHEAD = 80

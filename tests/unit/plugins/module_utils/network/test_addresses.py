@@ -1,8 +1,8 @@
-"""module_utils/addresses.py, what every role's address and network inputs go through (input_rules.py): they are
+"""module_utils/network/addresses.py, what every role's address and network inputs go through (input_rules.py): they are
 parsed (ipaddress), and each refusal names the variable and the fix."""
 
 import pytest
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.addresses import InputProblem, problems as address_problems
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import InputProblem, problems as address_problems
 
 
 ADMIN = {"name": "aws_infra_admin_cidr", "kind": "network", "version": 4, "version_reason": "the VPC has IPv4 only"}

@@ -3,7 +3,7 @@ pre-flight refuses with these messages before anything on a host changes)."""
 
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.filter.model_parts import model_parts
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import model_source
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_source
 
 HF = "https://huggingface.co/org/repo/resolve/main/Q4_K_M"
 SUM = "a" * 64

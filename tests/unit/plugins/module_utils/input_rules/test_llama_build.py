@@ -1,0 +1,37 @@
+"""The input rules of llama_build (module_utils/input_rules/llama_build.py), case by case: each bad setting is refused with a
+sentence that names it and the fix, only the wrong ones are named, and the role's own defaults pass.
+What to build; the CPU's flags, the archive's contents and the disk are the host's."""
+
+import pytest
+from tests.unit.plugins.module_utils.input_rules.rules import refusals, check
+
+BUILD = {"min_safe_version": 8492}
+ARCHIVE = {"llama_build_source": "archive", "llama_build_archive_src": "/srv/llama.tar.gz",
+           "llama_build_archive_sha256": "ab" * 32, "llama_build_archive_subdir": "llama.cpp"}
+
+BUILD_CASES = {
+    "old pin": ({"llama_build_version": "b8000"}, ["older than b8492", "CVE-2026-34159", "llama_build_allow_vulnerable_version"]),
+    "not a release tag": ({"llama_build_version": "latest"}, ["llama_build_version=latest is not a llama.cpp release tag"]),
+    "a tag with something after it": ({"llama_build_version": "b11312-rc"}, ["llama_build_version=b11312-rc is not a"]),
+    "checksum not hex": (dict(ARCHIVE, llama_build_archive_sha256="abc"),
+                         ["llama_build_source=archive needs: llama_build_archive_sha256 (64 hex digits, now 'abc')"]),
+    "an archive source without its settings": (
+        {"llama_build_source": "archive"},
+        ["llama_build_source=archive needs: llama_build_archive_src (empty): set it to the archive's URL or a path on the "
+         "controller. llama_build_archive_sha256 (64 hex digits, now ''): set it to the archive's sha256. "
+         "llama_build_archive_subdir (empty): set it to the directory with llama.cpp's CMakeLists.txt."]),
+}
+
+
+def test_llama_build_defaults_pass():
+    assert refusals("llama_build", BUILD, {}) == []
+    assert refusals("llama_build", BUILD, ARCHIVE) == []
+    # the archive's settings are not asked for with the git source; an old pin is accepted when the risk is
+    assert refusals("llama_build", BUILD, {"llama_build_archive_sha256": "abc"}) == []
+    assert refusals("llama_build", BUILD, {"llama_build_version": "b8000", "llama_build_allow_vulnerable_version": True}) == []
+
+
+@pytest.mark.parametrize("case", sorted(BUILD_CASES))
+def test_llama_build_bad_input_is_refused_by_name(case):
+    overrides, messages = BUILD_CASES[case]
+    assert len(check("llama_build", BUILD, overrides, messages)) == 1
