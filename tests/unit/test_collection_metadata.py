@@ -234,3 +234,15 @@ def test_each_release_lists_its_plugins_and_a_new_plugin_is_added_in_the_coming_
              if re.search(r"before (\d+\.\d+\.\d+)", path.read_text())
              and any(LooseVersion(v) > newest for v in re.findall(r"before (\d+\.\d+\.\d+)", path.read_text()))]
     assert not later, f"migrations from a version after {newest}: {later}"
+
+
+@pytest.mark.parametrize("layer", ["module_utils", "modules"])
+def test_unit_tests_mirror_the_plugins_one_to_one(layer):
+    """plugins/<layer>/<path>/<name>.py is tested in tests/unit/plugins/<layer>/<path>/test_<name>.py, and no test file
+    there names a plugin that is gone."""
+    plugins = ROOT / "plugins" / layer
+    tests = ROOT / "tests" / "unit" / "plugins" / layer
+    code = {path.relative_to(plugins) for path in plugins.rglob("*.py") if path.name != "__init__.py"}
+    tested = {path.relative_to(tests).with_name(path.name[len("test_"):]) for path in tests.rglob("test_*.py")}
+    assert sorted(map(str, code - tested)) == [], "untested"
+    assert sorted(map(str, tested - code)) == [], "tests of nothing"

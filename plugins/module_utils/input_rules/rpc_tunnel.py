@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import problems as address_problems
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import whole, number, in_range, sentences
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import in_range, sentences
 
 
 def rpc_tunnel(settings):

@@ -4,10 +4,8 @@ gguf_plan (directly)."""
 from pathlib import Path
 
 from ansible_collections.graviton.llama_rpc.plugins.lookup.graviton_types import LookupModule
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws import instance_types
 
 ROLES = Path(__file__).resolve().parents[4] / "roles"
-GIB = 1 << 30
 
 
 def test_the_table_is_smallest_first_and_the_one_aws_infra_reads():
@@ -24,9 +22,3 @@ def test_the_table_is_smallest_first_and_the_one_aws_infra_reads():
     aws_vars = (ROLES / "aws_infra" / "vars" / "main.yml").read_text()
     assert "query('graviton.llama_rpc.graviton_types')" in aws_vars and "c8g.8xlarge:" not in aws_vars
 
-
-def test_the_smallest_type_holding_a_need():
-    assert instance_types.smallest_holding(40 * GIB, 0.75)["name"] == "c8g.8xlarge"  # 64 GiB x 0.75 = 48 GiB
-    assert instance_types.smallest_holding(48 * GIB, 0.75)["name"] == "c8g.8xlarge"
-    assert instance_types.smallest_holding(48 * GIB + 1, 0.75)["name"] == "c8g.12xlarge"
-    assert instance_types.smallest_holding(289 * GIB, 0.75) is None  # more than a c8g.48xlarge gives at 75%

@@ -7,39 +7,16 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes, rpc_tensor_cache
 
-from tests.tools import tiny_model
+from tests.unit.plugins.conftest import fnv1a64
 from tests.unit.plugins.module_runner import run_module
 
-ROOT = Path(__file__).resolve().parents[4]
-TOOL_SOURCE = ROOT / "roles" / "llama_build" / "files" / "llama-rpc-cache.c"
 OWNER = __import__("pwd").getpwuid(os.getuid()).pw_name
-
-
-def fnv1a64(data, value=0xCBF29CE484222325):
-    for byte in data:
-        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % value
-
-
-@pytest.fixture(scope="module")
-def tool(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tool") / "llama-rpc-cache"
-    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", str(path), str(TOOL_SOURCE)], check=True)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    """Two layers whose feed-forward tensors are 11 MB each (over llama.cpp's 10 MiB threshold), the rest small."""
-    return tiny_model.write_model(tmp_path_factory.mktemp("model") / "big.gguf", embd=256, layers=2, ff=10752, heads=4,
-                                  kv_heads=2)
 
 
 def test_the_helper_hashes_like_llama_cpp(tool, tmp_path):

@@ -1,0 +1,54 @@
+"""gguf_tensor_hashes with real parts: a real GGUF file and the tensor cache's C helper compiled from the role's source.
+The names are llama.cpp's hash of each tensor's bytes at its offset; the manifest spares a re-run any read while the
+file is unchanged, a changed file is hashed again, check mode writes nothing, and a failing helper is named."""
+
+import json
+import os
+import shutil
+
+from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes
+
+from tests.unit.plugins.conftest import fnv1a64
+from tests.unit.plugins.module_runner import run_module
+
+
+def test_each_name_is_llama_cpps_hash_of_the_tensors_bytes(tool, model, tmp_path, capsys):
+    result = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"))
+    assert result["changed"] and len(result["tensors"]) == 6
+    assert result["hashed_bytes"] == sum(tensor["size"] for tensor in result["tensors"])
+    with open(model, "rb") as handle:
+        for tensor in result["tensors"][:2]:  # Python's FNV takes seconds per 11 MB tensor
+            handle.seek(tensor["offset"])
+            assert fnv1a64(handle.read(tensor["size"])) == tensor["hash"], tensor["name"]
+    assert json.loads((tmp_path / "m.json").read_text())["tensors"] == result["tensors"]
+
+
+def test_the_manifest_spares_a_rerun_and_a_changed_file_is_hashed_again(tool, model, tmp_path, capsys):
+    copy = tmp_path / "big.gguf"
+    shutil.copyfile(model, copy)
+    manifest = str(tmp_path / "m.json")
+    first = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=manifest)
+    again = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=manifest)
+    assert not again["changed"] and again["seconds"] == 0 and again["tensors"] == first["tensors"]
+    last = first["tensors"][-1]
+    with open(copy, "r+b") as handle:  # other weights in the last tensor, same size
+        handle.seek(last["offset"])
+        handle.write(os.urandom(4096))
+    changed = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=manifest)
+    assert changed["changed"] and changed["tensors"][-1]["hash"] != last["hash"]
+    assert changed["tensors"][:-1] == first["tensors"][:-1]
+
+
+def test_check_mode_hashes_but_writes_no_manifest(tool, model, tmp_path, capsys):
+    result = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"),
+                        _ansible_check_mode=True)
+    assert not result["changed"] and len(result["tensors"]) == 6 and not (tmp_path / "m.json").exists()
+
+
+def test_a_file_that_is_not_gguf_and_a_failing_helper_are_named(model, tmp_path, capsys):
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model")
+    result = run_module(gguf_tensor_hashes.main, capsys, path=str(text), tool="/bin/false", manifest=str(tmp_path / "m.json"))
+    assert result["failed"] and result["msg"].startswith("cannot read the model:")
+    result = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool="/bin/false", manifest=str(tmp_path / "m.json"))
+    assert result["failed"] and result["msg"] == "hashing %s failed: 1" % model
