@@ -24,6 +24,7 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - graviton.llama_rpc.attributes
+  - graviton.llama_rpc.rpc_workers
 options:
   binary:
     description: The C(llama-completion) program.
@@ -32,11 +33,6 @@ options:
   model:
     description: The GGUF model on the master.
     type: path
-    required: true
-  workers:
-    description: The RPC workers, C(host:port), 1 to 16. They must be free (a worker serves one client at a time).
-    type: list
-    elements: str
     required: true
   prompt:
     description: The prompt text. One of O(prompt) and O(prompt_file).

@@ -24,12 +24,8 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - graviton.llama_rpc.attributes
+  - graviton.llama_rpc.rpc_workers
 options:
-  workers:
-    description: The workers, as C(host:port) (C([v6addr]:port) for IPv6). 1 to 16 (llama.cpp's limit).
-    type: list
-    elements: str
-    required: true
   timeout:
     description: Seconds to wait for each worker (connection and every answer).
     type: float
