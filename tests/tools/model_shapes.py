@@ -276,24 +276,8 @@ FAMILIES = {"llama": "llama-3.1-70b", "qwen3moe": "qwen3-235b-a22b", "gpt-oss": 
 
 def _tokenizer(writer, vocab):
     """A byte-level gpt2 vocabulary of `vocab` tokens (tiny_model's, filled up with unique tokens)."""
-    tokens = tiny_model.byte_level_vocab()
-    merges = ["Ġ t", "h e", "Ġ a", "i n"]
-    tokens += [left + right for left, right in (merge.split(" ") for merge in merges)]
-    filler = max(0, vocab - len(tokens) - 2)
-    tokens += ["<t%d>" % index for index in range(filler)]
-    types = [gguf.TokenType.NORMAL] * len(tokens)
-    bos, eos = len(tokens), len(tokens) + 1
-    tokens += ["<s>", "</s>"]
-    types += [gguf.TokenType.CONTROL] * 2
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(bos)
-    writer.add_eos_token_id(eos)
-    writer.add_add_bos_token(False)
-    return len(tokens)
+    base = len(tiny_model.byte_level_vocab()) + 4 + 2  # every byte, tiny_model's four merges, BOS and EOS
+    return tiny_model.add_tokenizer(writer, filler=max(0, vocab - base))[0]
 
 
 def _metadata(writer, arch, h):

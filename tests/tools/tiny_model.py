@@ -51,15 +51,6 @@ def tensor_shapes(vocab, embd, layers, ff, kv_dim):
 def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0):
     """A GGUFWriter with the metadata and tokenizer set; returns (writer, vocab size, bos, eos, kv_dim). With
     split_max_size, a multi-part set as llama.cpp's gguf-split writes it (PATH's stem-00001-of-0000N.gguf ...)."""
-    tokens = byte_level_vocab()
-    # A non-empty merges list is required (an empty one is not written and loading fails); each merge's
-    # result is in the vocabulary.
-    merges = ["Ġ t", "h e", "Ġ a", "i n"]
-    tokens += [left + right for left, right in (merge.split(" ") for merge in merges)]
-    types = [gguf.TokenType.NORMAL] * len(tokens)
-    bos, eos = len(tokens), len(tokens) + 1
-    tokens += ["<s>", "</s>"]
-    types += [gguf.TokenType.CONTROL] * 2
     head_dim = embd // heads
 
     writer = gguf.GGUFWriter(str(path), "llama", split_max_size=split_max_size)
@@ -73,6 +64,23 @@ def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0):
     writer.add_rope_dimension_count(head_dim)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    vocab, bos, eos = add_tokenizer(writer)
+    return writer, vocab, bos, eos, head_dim * kv_heads
+
+
+def add_tokenizer(writer, filler=0):
+    """A byte-level gpt2 tokenizer: every byte, four merges, `filler` more unique tokens, then BOS and EOS. Returns
+    (vocab size, bos, eos)."""
+    tokens = byte_level_vocab()
+    # A non-empty merges list is required (an empty one is not written and loading fails); each merge's
+    # result is in the vocabulary.
+    merges = ["Ġ t", "h e", "Ġ a", "i n"]
+    tokens += [left + right for left, right in (merge.split(" ") for merge in merges)]
+    tokens += ["<t%d>" % index for index in range(filler)]
+    types = [gguf.TokenType.NORMAL] * len(tokens)
+    bos, eos = len(tokens), len(tokens) + 1
+    tokens += ["<s>", "</s>"]
+    types += [gguf.TokenType.CONTROL] * 2
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list(tokens)
@@ -82,7 +90,7 @@ def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0):
     writer.add_bos_token_id(bos)
     writer.add_eos_token_id(eos)
     writer.add_add_bos_token(False)
-    return writer, len(tokens), bos, eos, head_dim * kv_heads
+    return len(tokens), bos, eos
 
 
 # Bumped whenever write_model's output changes: cached models (make demo's) are made again.
