@@ -291,7 +291,8 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     listen than the master's llama-server to start (a drop-in delays it 8 s: its host up, its port not yet open, refuses
     the master): llama-server waits for it instead of aborting. Its journal since has one start, no failed connection and
     no abort; it serves the same answer; its load sent hashes, not weights (the master's bytes sent since its boot); the
-    worker's cache files are the ones they were, with their times; nothing was built, fetched or checked."""
+    worker's cache files are the ones they were, with their times; nothing was built, fetched or checked. Last, a worker
+    that does not come back: named by start.yml, llama-server not started, nothing deleted."""
     master, worker = in_use.master, in_use.worker
     slow = "/etc/systemd/system/llama-rpc-worker@.service.d/zz-test-slow-start.conf"
     cache = containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort")
@@ -333,6 +334,32 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     assert sent <= 0.05 * model_bytes, (sent, model_bytes)
     assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
     assert containers.checked_sh(master, f"stat -L -c '%n %Y %i' {bin_dir}/*") == build
+
+    # A worker that does not come back (its service fails to start): named, and llama-server not started on the master
+    # alone; nothing deleted. Then the worker and llama-server are started by hand, as after the fix.
+    broken = "/etc/systemd/system/llama-rpc-worker@.service.d/zz-test-broken.conf"
+    containers.checked_sh(master, "systemctl stop 'llama-server*.service'")
+    containers.checked_sh(worker, f"systemctl stop llama-rpc-worker@main && mkdir -p {Path(broken).parent} && "
+                                  f"printf '[Service]\\nExecStartPre=/bin/false\\n' > {broken} && systemctl daemon-reload")
+    try:
+        partial = containers.run_playbook(in_use.directory / "hosts.yml", ROOT / "playbooks" / "start.yml",
+                                          {"rpc_master_server_start_timeout": 8})
+        output = partial.stdout + partial.stderr
+        assert partial.returncode != 0, output[-3000:]
+        assert re.search(r"1 of 1 workers did not come back within rpc_master_server_start_timeout \(8 s\): "
+                         r"\S+ is refused\. llama-server was not started", output), output[-3000:]
+        assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive"
+        assert served_files(master) == in_use.files
+        assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
+    finally:
+        containers.checked_sh(worker, f"rm -f {broken} && systemctl daemon-reload && systemctl start llama-rpc-worker@main")
+        containers.checked_sh(master, "systemctl start llama-server && { ! systemctl cat llama-server-watchdog >/dev/null 2>&1 "
+                                      "|| systemctl start llama-server-watchdog; }")
+    for _attempt in range(60):
+        if server(master, "/health")[0] == 200:
+            break
+        time.sleep(1)
+    assert greedy(master) == in_use.answer
 
 
 def watchdog_journal(master, since):
