@@ -8,9 +8,7 @@ set -uo pipefail
 cd "$REPO_ROOT" || exit 1
 [ "$(id -u)" = 0 ] || die "process accounting needs root (acct(2)); run make bench-test-cpu as root"
 [ -e /proc/sys/kernel/acct ] || die "this kernel has no process accounting (CONFIG_BSD_PROCESS_ACCT)"
-# The same machine is not always as fast (its neighbours, its clock): a fixed piece of work, timed before and after the
-# run, says whether two runs' CPU-seconds compare (the same run took 27% more CPU for every program on a slow hour).
-fixed_work() { python3 -c 'import time; t = time.process_time(); sum(range(30_000_000)); print(f"{time.process_time() - t:.2f}")'; }
+# A fixed piece of work (lib.sh), timed before and after the run, says whether two runs' CPU-seconds compare.
 before=$(fixed_work)
 records=$(mktemp /tmp/llama-rpc-acct.XXXXXX)
 python3 -m tests.tools.process_accounting on "$records" || exit 1

@@ -34,6 +34,9 @@ find_python() {
 }
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
+# This machine's speed now: the CPU-seconds of a fixed piece of work (the sum of 30 million integers in Python). The
+# same machine is not always as fast (its neighbours, its clock): two runs' times compare only when this agrees.
+fixed_work() { python3 -c 'import time; t = time.process_time(); sum(range(30_000_000)); print(f"{time.process_time() - t:.2f}")'; }
 
 docker_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
