@@ -17,7 +17,7 @@ def test_each_name_is_llama_cpps_hash_of_the_tensors_bytes(tool, model, tmp_path
     assert result["changed"] and len(result["tensors"]) == 6
     assert result["hashed_bytes"] == sum(tensor["size"] for tensor in result["tensors"])
     with open(model, "rb") as handle:
-        for tensor in result["tensors"][:2]:  # Python's FNV takes seconds per 11 MB tensor
+        for tensor in result["tensors"][:1]:  # Python's FNV takes seconds per 11 MB tensor
             handle.seek(tensor["offset"])
             assert fnv1a64(handle.read(tensor["size"])) == tensor["hash"], tensor["name"]
     assert json.loads((tmp_path / "m.json").read_text())["tensors"] == result["tensors"]

@@ -40,6 +40,6 @@ def test_a_missing_model_and_an_unreachable_worker_are_named(capsys, model, tens
     worker = {"endpoint": "127.0.0.1:%d" % llama_cpp.free_port(), "hashes": [tensors[0]["hash"]]}
     result = run_module(rpc_tensor_send.main, capsys, model=str(tmp_path / "gone.gguf"), tensors=tensors, workers=[worker])
     assert result["failed"] and result["msg"] == "model %s does not exist on this host" % (tmp_path / "gone.gguf")
-    result = run_module(rpc_tensor_send.main, capsys, model=str(model), tensors=tensors, workers=[worker], timeout=5)
+    result = run_module(rpc_tensor_send.main, capsys, model=str(model), tensors=tensors, workers=[worker], timeout=1)
     assert result["failed"] and result["msg"].startswith("staging failed for %s: " % worker["endpoint"])
     assert result["bytes"] == 0 and result["workers"][0]["stored"] == 0
