@@ -21,4 +21,3 @@ def test_the_table_is_smallest_first_and_the_one_aws_infra_reads():
     # aws_infra keeps no table of its own: memory and prices come from the lookup.
     aws_vars = (ROLES / "aws_infra" / "vars" / "main.yml").read_text()
     assert "query('graviton.llama_rpc.graviton_types')" in aws_vars and "c8g.8xlarge:" not in aws_vars
-

@@ -37,4 +37,3 @@ def test_unspecified_is_every_interface_only(address, expected):
 def test_each_refusal_is_one_sentence():
     assert sentences(["a is wrong: set b", "c is wrong."]) == ["a is wrong: set b.", "c is wrong."]
     assert sentences([]) == []
-

@@ -51,7 +51,7 @@ def test_no_report_is_none_and_a_dead_process_is_not_running(tmp_path):
     assert sha256_job.poll(str(out)) is None
     out.write_text("not json")
     assert sha256_job.poll(str(out)) is None
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     out.write_text('{"pid": %d, "done": 5, "size": 10}' % int(dead.stdout))
     assert sha256_job.poll(str(out)) == {"pid": int(dead.stdout), "done": 5, "size": 10, "running": False}
     out.write_text('{"pid": %d, "done": 5, "size": 10}' % os.getpid())
