@@ -44,7 +44,7 @@ def on_master(command):
 
 def master_alone(bin_dir, path):
     """Greedy on the master alone, decoded as llama_infer decodes the one-shot inference's text."""
-    from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log  # pylint: disable=import-outside-toplevel
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log  # pylint: disable=import-outside-toplevel
     for _attempt in range(6):  # llama-completion loses its last output lines in about 5% of runs
         code, out, log = on_master(f"GGML_NO_BACKTRACE=1 {bin_dir}/llama-completion -m {path} -p '{PROMPT}' -n {TOKENS} "
                                    f"--temp 0 --seed 42 -c {CONTEXT} -no-cnv --no-display-prompt -fit off -lv 4")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from tests.tools import collection, llama_cpp, model_shapes, plan_check  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)

@@ -14,7 +14,7 @@ import yaml
 from tests.tools import collection  # on sys.path through conftest.py
 
 collection.importable()
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import llama_log  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
 testinfra_hosts = RUNNER.get_hosts("llama_master") + RUNNER.get_hosts("llama_workers")

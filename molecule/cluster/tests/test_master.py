@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 from tests.tools import collection, containers, model_shapes, tiny_model  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf, model_releases, tensor_cache  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_releases  # noqa: E402  pylint: disable=wrong-import-position
 from tests.tools import fault_injection, llama_cpp  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]

@@ -24,7 +24,7 @@ from tests.tools import collection, containers, llama_cpp, packet_capture  # noq
 from tests.tools.outsider import Outsider, interface_address  # noqa: E402  pylint: disable=wrong-import-position
 
 collection.importable()
-from ansible_collections.graviton.llama_rpc.plugins.module_utils import gguf  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf  # noqa: E402  pylint: disable=wrong-import-position
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
