@@ -292,7 +292,7 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     the master): llama-server waits for it instead of aborting. Its journal since has one start, no failed connection and
     no abort; it serves the same answer; its load sent hashes, not weights (the master's bytes sent since its boot); the
     worker's cache files are the ones they were, with their times; nothing was built, fetched or checked. Last, a worker
-    that does not come back: named by start.yml, llama-server not started, nothing deleted."""
+    that does not come back: named by start.yml, llama-server stopped, nothing deleted."""
     master, worker = in_use.master, in_use.worker
     slow = "/etc/systemd/system/llama-rpc-worker@.service.d/zz-test-slow-start.conf"
     cache = containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort")
@@ -335,8 +335,8 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
     assert containers.checked_sh(master, f"stat -L -c '%n %Y %i' {bin_dir}/*") == build
 
-    # A worker that does not come back (its service fails to start): named, and llama-server not started on the master
-    # alone; nothing deleted. Then the worker and llama-server are started by hand, as after the fix.
+    # A worker that does not come back (its service fails to start): named, llama-server stopped (it never serves without
+    # it); nothing deleted. Then the worker and llama-server are started by hand, as after the fix.
     broken = "/etc/systemd/system/llama-rpc-worker@.service.d/zz-test-broken.conf"
     containers.checked_sh(master, "systemctl stop 'llama-server*.service'")
     containers.checked_sh(worker, f"systemctl stop llama-rpc-worker@main && mkdir -p {Path(broken).parent} && "
@@ -346,8 +346,8 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
                                           {"rpc_master_server_start_timeout": 8})
         output = partial.stdout + partial.stderr
         assert partial.returncode != 0, output[-3000:]
-        assert re.search(r"1 of 1 workers did not come back within rpc_master_server_start_timeout \(8 s\): "
-                         r"\S+ is refused\. llama-server was not started", output), output[-3000:]
+        assert re.search(r"llama-server did not answer within rpc_master_server_start_timeout \(8 s\) and is stopped: 1 of 1 "
+                         r"workers did not come back \(\S+ is refused\), and its plan puts layers on every worker", output), output[-3000:]
         assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive"
         assert served_files(master) == in_use.files
         assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
