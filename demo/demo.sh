@@ -127,7 +127,7 @@ PY
         ${plain:+-e bench_compare_with="$plain"} | tee "$demo_dir/tunnel-bench-$tunnel.log"
       plain="$demo_dir/bench/tunnel-false-$stamp.json"
     done
-    # The same ratios bench.yml prints for bench_compare_with (module_utils bench_report.compare), once more at the end.
+    # The same ratios bench.yml prints for bench_compare_with (module_utils llama_cpp/bench_results.compare), once more at the end.
     python - "$plain" "$demo_dir/bench/tunnel-true-$stamp.json" <<'PY'
 import json, sys
 from tests.tools import collection
