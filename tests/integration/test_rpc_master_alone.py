@@ -335,12 +335,13 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
     assert containers.checked_sh(master, f"stat -L -c '%n %Y %i' {bin_dir}/*") == build
 
-    # A worker that does not come back (its service fails to start): named, llama-server stopped (it never serves without
-    # it); nothing deleted. Then the worker and llama-server are started by hand, as after the fix.
+    # A worker that does not come back (its service runs but never listens: a worker host that fails outright fails
+    # start.yml's worker play, which names it, before the master's): named, llama-server stopped (it never serves
+    # without it); nothing deleted. Then the worker and llama-server are started by hand, as after the fix.
     broken = "/etc/systemd/system/llama-rpc-worker@.service.d/zz-test-broken.conf"
     containers.checked_sh(master, "systemctl stop 'llama-server*.service'")
     containers.checked_sh(worker, f"systemctl stop llama-rpc-worker@main && mkdir -p {Path(broken).parent} && "
-                                  f"printf '[Service]\\nExecStartPre=/bin/false\\n' > {broken} && systemctl daemon-reload")
+                                  f"printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' > {broken} && systemctl daemon-reload")
     try:
         partial = containers.run_playbook(in_use.directory / "hosts.yml", ROOT / "playbooks" / "start.yml",
                                           {"rpc_master_server_start_timeout": 8})
@@ -352,7 +353,7 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
         assert served_files(master) == in_use.files
         assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
     finally:
-        containers.checked_sh(worker, f"rm -f {broken} && systemctl daemon-reload && systemctl start llama-rpc-worker@main")
+        containers.checked_sh(worker, f"rm -f {broken} && systemctl daemon-reload && systemctl restart llama-rpc-worker@main")
         containers.checked_sh(master, "systemctl start llama-server && { ! systemctl cat llama-server-watchdog >/dev/null 2>&1 "
                                       "|| systemctl start llama-server-watchdog; }")
     for _attempt in range(60):
