@@ -30,6 +30,14 @@ TOOLCHAINS = Path(__file__).resolve().parent / "toolchains"
 CPU_PROBE_SOURCE = ROOT / "roles" / "llama_build" / "files" / "llama-cpu-probe.c"
 
 
+def fnv1a64(data, value=0xCBF29CE484222325):
+    """llama.cpp's hash of a tensor's bytes, which names its file in a worker's cache (ggml-rpc.cpp fnv_hash), in
+    Python: slow (seconds per 10 MB), to check the collection's C helper and cache guard against."""
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % value
+
+
 def fixed_cmake_args():
     """The CMake arguments the llama_build role always uses (one place: the role's vars)."""
     role_vars = yaml.safe_load((ROOT / "roles" / "llama_build" / "vars" / "main.yml").read_text())

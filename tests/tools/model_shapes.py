@@ -276,8 +276,7 @@ FAMILIES = {"llama": "llama-3.1-70b", "qwen3moe": "qwen3-235b-a22b", "gpt-oss": 
 
 def _tokenizer(writer, vocab):
     """A byte-level gpt2 vocabulary of `vocab` tokens (tiny_model's, filled up with unique tokens)."""
-    base = len(tiny_model.byte_level_vocab()) + 4 + 2  # every byte, tiny_model's four merges, BOS and EOS
-    return tiny_model.add_tokenizer(writer, filler=max(0, vocab - base))[0]
+    return tiny_model.add_tokenizer(writer, vocab)[0]
 
 
 def _metadata(writer, arch, h):

@@ -68,15 +68,15 @@ def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0):
     return writer, vocab, bos, eos, head_dim * kv_heads
 
 
-def add_tokenizer(writer, filler=0):
-    """A byte-level gpt2 tokenizer: every byte, four merges, `filler` more unique tokens, then BOS and EOS. Returns
-    (vocab size, bos, eos)."""
+def add_tokenizer(writer, vocab=0):
+    """A byte-level gpt2 tokenizer: every byte, four merges, unique tokens filling it up to `vocab` tokens (none by
+    default), then BOS and EOS. Returns (vocab size, bos, eos)."""
     tokens = byte_level_vocab()
     # A non-empty merges list is required (an empty one is not written and loading fails); each merge's
     # result is in the vocabulary.
     merges = ["Ġ t", "h e", "Ġ a", "i n"]
     tokens += [left + right for left, right in (merge.split(" ") for merge in merges)]
-    tokens += ["<t%d>" % index for index in range(filler)]
+    tokens += ["<t%d>" % index for index in range(max(0, vocab - len(tokens) - 2))]
     types = [gguf.TokenType.NORMAL] * len(tokens)
     bos, eos = len(tokens), len(tokens) + 1
     tokens += ["<s>", "</s>"]

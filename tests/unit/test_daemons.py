@@ -17,6 +17,8 @@ from types import SimpleNamespace
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.filter.split_endpoint import split_endpoint
 
+from tests.tools.llama_cpp import fnv1a64
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data" / "daemons"
 
@@ -307,16 +309,8 @@ def test_the_running_servers_invocation_is_read_from_systemctl_show(shown, invoc
 
 
 # --- the worker's tensor cache guard ---------------------------------------------------------------------------------
-def fnv1a_64_of(data):
-    """llama.cpp's cache file name: FNV-1a 64 of the bytes (ggml-rpc.cpp fnv_hash)."""
-    value = 0xcbf29ce484222325
-    for byte in data:
-        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % value
-
-
 def fnv1a_64(path):
-    return fnv1a_64_of(Path(path).read_bytes())
+    return fnv1a64(Path(path).read_bytes())
 
 
 def test_a_cache_file_left_short_is_removed_and_a_whole_one_is_hashed_once(tmp_path):
@@ -327,13 +321,13 @@ def test_a_cache_file_left_short_is_removed_and_a_whole_one_is_hashed_once(tmp_p
         return fnv1a_64(path)
 
     weights = bytes(range(256)) * 64
-    whole = tmp_path / fnv1a_64_of(weights)
+    whole = tmp_path / fnv1a64(weights)
     whole.write_bytes(weights)
     (tmp_path / "notes.txt").write_text("not a cache file")
     guard = cache_guard.Guard(str(tmp_path), hasher, settle=2)
     assert guard.sweep(now=time.time() + 10) == [] and calls == [whole.name]
 
-    short = tmp_path / fnv1a_64_of(weights * 2)
+    short = tmp_path / fnv1a64(weights * 2)
     short.write_bytes(weights)  # the disk filled up: half of the tensor's bytes under the whole tensor's name
     removed = guard.sweep(now=time.time() + 10)
     assert removed == [(short.name, len(weights), len(weights), 1)]

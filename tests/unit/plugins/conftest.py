@@ -1,5 +1,5 @@
-"""What the unit tests of several plugins share: real GGUF files written by tests/tools/tiny_model, the tensor cache's C
-helper compiled from the role's source, and llama.cpp's hash in Python (FNV-1a 64, ggml-rpc.cpp fnv_hash) to check it."""
+"""What the unit tests of several plugins share: real GGUF files written by tests/tools/tiny_model, and the tensor cache's C
+helper compiled from the role's source."""
 
 import os
 import subprocess
@@ -23,12 +23,6 @@ def huge(tmp_path_factory):
     path = tmp_path_factory.mktemp("huge") / "huge.gguf"
     os.truncate(path, tiny_model.write_header_only(path))
     return path
-
-
-def fnv1a64(data, value=0xCBF29CE484222325):
-    for byte in data:
-        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % value
 
 
 @pytest.fixture(scope="module")

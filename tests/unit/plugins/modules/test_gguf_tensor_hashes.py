@@ -8,7 +8,7 @@ import shutil
 
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes
 
-from tests.unit.plugins.conftest import fnv1a64
+from tests.tools.llama_cpp import fnv1a64
 from tests.unit.plugins.module_runner import run_module
 
 

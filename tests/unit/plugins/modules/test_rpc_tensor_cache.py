@@ -13,7 +13,7 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gg
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes, rpc_tensor_cache
 
-from tests.unit.plugins.conftest import fnv1a64
+from tests.tools.llama_cpp import fnv1a64
 from tests.unit.plugins.module_runner import run_module
 
 OWNER = __import__("pwd").getpwuid(os.getuid()).pw_name
