@@ -17,13 +17,15 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.aws
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.bench import bench
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.gateway import gateway
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.llama_build import llama_build
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.monitoring import monitoring, monitoring_exporter
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.rpc_master import rpc_master
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.rpc_tunnel import rpc_tunnel
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.rpc_worker import rpc_worker
 
 ROLES = {"aws_infra": aws_infra, "aws_infra_teardown": aws_infra_teardown, "aws_infra_power": aws_infra_power,
          "llama_build": llama_build, "rpc_tunnel": rpc_tunnel, "rpc_worker": rpc_worker, "rpc_master": rpc_master,
-         "gateway": gateway, "bench": bench}
+         "gateway": gateway, "bench": bench, "monitoring": monitoring,
+         "monitoring_exporter": monitoring_exporter}
 
 
 def input_problems(settings, role):

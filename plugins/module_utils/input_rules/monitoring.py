@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""monitoring's input rules: its settings (as the user set them, and what the role resolved from the host and the
+inventory) in, the refusals out, one sentence each naming the variable and what to write instead; [] when all are good.
+Prometheus's durations and sizes are parsed as Prometheus parses them (its model.ParseDuration and units.ParseBase2Bytes
+take the same units), so a value refused here is one Prometheus would refuse at its start."""
+
+from __future__ import annotations
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import problems as address_problems
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import in_range, number
+
+DURATION_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "PB": 1 << 50, "EB": 1 << 60}
+
+
+def _units_in_order(text, units):
+    """[(number, unit)] of text such as 1h30m, each unit once and from the largest down; None when it is not that."""
+    found, rest, order = [], text, list(units)
+    while rest:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        if digits == 0:
+            return None
+        value, rest = int(rest[:digits]), rest[digits:]
+        unit = next((one for one in sorted(units, key=len, reverse=True) if rest.startswith(one)), None)
+        if unit is None or (found and order.index(unit) <= order.index(found[-1][1])):
+            return None
+        found.append((value, unit))
+        rest = rest[len(unit):]
+    return found or None
+
+
+def duration_seconds(value):
+    """Seconds of a Prometheus duration (15d, 1h30m, 500ms, 0), or None when Prometheus would refuse it."""
+    text = str(value).strip()
+    if text == "0":
+        return 0
+    parts = _units_in_order(text, DURATION_UNITS)
+    return None if parts is None else sum(count * DURATION_UNITS[unit] for count, unit in parts)
+
+
+def size_bytes(value):
+    """Bytes of a Prometheus size (2GB, 512MB, 0: no bound), or None when Prometheus would refuse it."""
+    text = str(value).strip()
+    if text == "0":
+        return 0
+    parts = _units_in_order(text, SIZE_UNITS)
+    return None if parts is None else sum(count * SIZE_UNITS[unit] for count, unit in parts)
+
+
+def _common(s):
+    found = []
+    if not in_range(s["monitoring_exporter_port"], 1, 65535):
+        found.append("monitoring_exporter_port=%s: set it from 1 to 65535" % s["monitoring_exporter_port"])
+    if not in_range(s["monitoring_metrics_interval"], 1, 3600):
+        found.append("monitoring_metrics_interval=%s: set it from 1 to 3600 seconds" % s["monitoring_metrics_interval"])
+    return found
+
+
+def monitoring_exporter(settings):
+    """node_exporter's rules on one node. Beside the variables: host, address (where the exporter listens: the tunnel's
+    or the default-route address), scrapers (the hosts that scrape it) and scraper_addresses (theirs, as this node sees
+    them; '' when unknown), tunnelled (this node is on the WireGuard tunnel), servers (monitoring_prometheus_group's)."""
+    s = settings
+    found = _common(s)
+    found += address_problems([{"name": "the exporter's address", "value": s["address"], "kind": "address",
+                                "empty_fix": "%s has no default route to take its private address from: give it one" % s["host"]}])
+    if s["tunnelled"] and s["servers"]:
+        found.append("%s is on the WireGuard tunnel, where only its master reaches it: leave group '%s' empty (each master "
+                     "then scrapes its own cluster), or turn the tunnel off" % (s["host"], s["monitoring_prometheus_group"]))
+    for host, address in zip(s["scrapers"], s["scraper_addresses"]):
+        if not address:
+            found.append("%s scrapes %s but has no %s address: run the playbook on it too (playbooks/monitoring.yml "
+                         "gathers every host's facts first)" % (host, s["host"], "tunnel" if s["tunnelled"] else "private"))
+    return found
+
+
+def monitoring(settings):
+    """Prometheus's rules on its host. Beside the variables: host, targets (every node it scrapes: node, exporter
+    address:port or '' when the node has none published) and masters (the clusters it watches)."""
+    s = settings
+    found = _common(s)
+    found += address_problems([{"name": "monitoring_prometheus_address", "value": s["monitoring_prometheus_address"],
+                                "kind": "address"}])
+    if not in_range(s["monitoring_prometheus_port"], 1, 65535):
+        found.append("monitoring_prometheus_port=%s: set it from 1 to 65535" % s["monitoring_prometheus_port"])
+    if not in_range(s["monitoring_scrape_interval"], 1, 3600):
+        found.append("monitoring_scrape_interval=%s: set it from 1 to 3600 seconds" % s["monitoring_scrape_interval"])
+    retention = duration_seconds(s["monitoring_retention_time"])
+    if retention is None or retention < 3600:
+        found.append("monitoring_retention_time=%s: set a Prometheus duration of an hour or more, such as 15d or 12h"
+                     % s["monitoring_retention_time"])
+    size = size_bytes(s["monitoring_retention_size"])
+    if size is None or 0 < size < 64 << 20:
+        found.append("monitoring_retention_size=%s: set a Prometheus size of 64MB or more, such as 2GB, or 0 for no bound"
+                     % s["monitoring_retention_size"])
+    for name in ("monitoring_alert_down_for", "monitoring_alert_saturated_for"):
+        if duration_seconds(s[name]) is None:
+            found.append("%s=%s: set a Prometheus duration, such as 1m or 30s" % (name, s[name]))
+    for name in ("monitoring_alert_disk_free_ratio", "monitoring_alert_memory_free_ratio"):
+        value = number(s[name])
+        if value is None or not 0 < value < 1:
+            found.append("%s=%s: set a fraction between 0 and 1, such as 0.1" % (name, s[name]))
+    ratio = number(s["monitoring_alert_load_ratio"])
+    if ratio is None or ratio <= 1:
+        found.append("monitoring_alert_load_ratio=%s: set a ratio over 1, such as 1.5 (a load half again as long as "
+                     "predicted)" % s["monitoring_alert_load_ratio"])
+    if not s["masters"]:
+        found.append("%s watches no cluster: put the masters in group '%s', or set monitoring_master_group to their "
+                     "group" % (s["host"], s["monitoring_master_group"]))
+    missing = [target["node"] for target in s["targets"] if not target["exporter"]]
+    if missing:
+        found.append("%s: no node_exporter published there: run playbooks/monitoring.yml on every node of the cluster "
+                     "(its first plays install them), not on the Prometheus host alone" % ", ".join(missing))
+    return found

@@ -1,0 +1,168 @@
+# Installed by the graviton.llama_rpc collection (role monitoring): a deploy overwrites changes made here.
+"""Writes the cluster's own figures for node_exporter's textfile collector, once per run (a systemd timer runs it).
+
+What node_exporter cannot see on its own, read from what the collection's roles published on this host
+(/etc/ansible/facts.d) and from systemd:
+- each service of the collection up or down, and how often systemd restarted it (the RPC workers, llama-server);
+- each worker's tensor cache: its files, their bytes, the free space of the filesystem that holds it;
+- on a master: the last load of llama-server (from its journal: "loading model" to "model loaded") beside the
+  load-time model's prediction for its plan, and the last bench's tokens per second (through the workers and alone).
+
+The file is written beside its place and renamed, so node_exporter never reads half of it.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+FACTS = "/etc/ansible/facts.d"
+
+
+def fact(name, facts_dir):
+    try:
+        with open(os.path.join(facts_dir, name + ".fact")) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def label(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def sample(name, value, **labels):
+    text = ",".join('%s="%s"' % (key, label(labels[key])) for key in sorted(labels))
+    return "%s%s %s" % (name, "{%s}" % text if text else "", repr(float(value)) if isinstance(value, float) else value)
+
+
+def units_shown(text):
+    """{unit: {property: value}} of `systemctl show -p Id -p ActiveState -p NRestarts UNIT...` (a block per unit)."""
+    found, block = {}, {}
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if block.get("Id"):
+                found[block["Id"]] = block
+            block = {}
+            continue
+        key, _sep, value = line.partition("=")
+        block[key] = value
+    return found
+
+
+def unit_samples(units, shown):
+    lines = []
+    for unit in units:
+        state = shown.get(unit, {})
+        lines.append(sample("llama_rpc_unit_active", 1 if state.get("ActiveState") == "active" else 0, unit=unit))
+        restarts = state.get("NRestarts", "")
+        if restarts.isdigit():
+            lines.append(sample("llama_rpc_unit_restarts_total", int(restarts), unit=unit))
+    return lines
+
+
+def cache_samples(instances):
+    lines = []
+    for instance in instances:
+        directory = instance.get("cache_dir") or ""
+        if not directory or not os.path.isdir(directory):
+            continue
+        files = size = 0
+        for entry in os.scandir(directory):
+            if entry.is_file(follow_symlinks=False):
+                files += 1
+                size += entry.stat(follow_symlinks=False).st_size
+        disk = os.statvfs(directory)
+        name = instance.get("name", "")
+        lines += [sample("llama_rpc_tensor_cache_files", files, worker_instance=name),
+                  sample("llama_rpc_tensor_cache_bytes", size, worker_instance=name),
+                  sample("llama_rpc_tensor_cache_filesystem_avail_bytes", disk.f_bavail * disk.f_frsize, worker_instance=name),
+                  sample("llama_rpc_tensor_cache_filesystem_size_bytes", disk.f_blocks * disk.f_frsize, worker_instance=name)]
+    return lines
+
+
+def last_load_seconds(entries):
+    """Seconds from llama-server's last "loading model" to its "model loaded", from its journal's entries
+    [(microseconds, message)] in order; None when the last start has not loaded yet (or no start is there)."""
+    started = loaded = None
+    for when, message in entries:
+        if "loading model '" in message:
+            started, loaded = when, None
+        elif "model loaded" in message and started is not None:
+            loaded = when
+    return None if started is None or loaded is None else (loaded - started) / 1e6
+
+
+def journal_entries(unit):
+    """[(microseconds, message)] of the unit's journal lines about the model's load, oldest first."""
+    output = subprocess.run(["journalctl", "-u", unit, "-o", "json", "--no-pager", "-n", "2000",
+                             "--output-fields=MESSAGE", "--grep", "loading model|model loaded"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True, check=False).stdout
+    entries = []
+    for line in output.splitlines():
+        try:
+            entry = json.loads(line)
+            message = entry.get("MESSAGE")
+            if isinstance(message, list):  # journald gives a message that is not UTF-8 as bytes
+                message = bytes(message).decode("utf-8", "replace")
+            entries.append((int(entry["__REALTIME_TIMESTAMP"]), message or ""))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return entries
+
+
+def master_samples(master, bench, load_seconds):
+    lines = []
+    if load_seconds is not None:
+        lines.append(sample("llama_rpc_load_seconds", round(load_seconds, 3)))
+    for caches, prediction in sorted((master.get("load_prediction") or {}).items()):
+        if isinstance(prediction, dict) and isinstance(prediction.get("seconds"), (int, float)):
+            lines.append(sample("llama_rpc_load_predicted_seconds", float(prediction["seconds"]), caches=caches))
+    for run in bench.get("runs") or []:
+        if isinstance(run.get("tokens_per_second"), (int, float)):
+            lines.append(sample("llama_rpc_bench_tokens_per_second", float(run["tokens_per_second"]),
+                                workers=run.get("workers", ""), test=run.get("test", "")))
+    return lines
+
+
+def page(facts_dir, shown_text, journal):
+    """The whole textfile for this host, from its published facts, systemctl's answer and the load's journal."""
+    worker, master, bench = (fact(name, facts_dir) for name in ("llama_rpc_worker", "llama_rpc_master", "llama_rpc_bench"))
+    units = units_of(worker, master)
+    lines = unit_samples(units, units_shown(shown_text))
+    lines += cache_samples(worker.get("instances") or [])
+    if master:
+        lines += master_samples(master, bench, last_load_seconds(journal))
+    return "\n".join(lines) + "\n"
+
+
+def units_of(worker, master):
+    units = ["%s@%s.service" % (worker.get("unit", "llama-rpc-worker"), instance["name"])
+             for instance in worker.get("instances") or [] if instance.get("name")]
+    if master.get("server_unit"):
+        units.append(master["server_unit"])
+    return units
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", required=True, help="the .prom file node_exporter's textfile collector reads")
+    parser.add_argument("--facts-dir", default=FACTS)
+    args = parser.parse_args(argv)
+    worker, master = fact("llama_rpc_worker", args.facts_dir), fact("llama_rpc_master", args.facts_dir)
+    units = units_of(worker, master)
+    shown = subprocess.run(["systemctl", "show", "-p", "Id", "-p", "ActiveState", "-p", "NRestarts"] + units,
+                           stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout if units else ""
+    journal = journal_entries(master["server_unit"]) if master.get("server_unit") else []
+    text = page(args.facts_dir, shown, journal)
+    temporary = args.output + ".tmp"
+    with open(temporary, "w") as handle:
+        handle.write(text)
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
