@@ -27,6 +27,7 @@ VENV=$(bash tests/bed/venv.sh) || exit 1
 [ -n "${LLAMA_RPC_VENV_ONLY:-}" ] || bash tests/bed/images.sh || exit 1
 . tests/bed/env.sh
 bash tests/bed/sources.sh || exit 1
+bash tests/bed/promtool.sh || exit 1
 
 [ -n "${LLAMA_RPC_VENV_ONLY:-}" ] || detect_privileged
 

@@ -27,6 +27,8 @@ export LLAMA_RPC_TEST_ARCHIVE_SHA256=832db0699007f1be95a7e41ef12e88926b02ba83646
 export LLAMA_RPC_TEST_ARCHIVE_SUBDIR=llama_cpp_python-0.3.36/vendor/llama.cpp
 export LLAMA_RPC_TEST_ARCHIVE_COMMIT=0c1e57098
 export LLAMA_RPC_TEST_LLAMA_VERSION=b11312
+# promtool from the distribution's prometheus package (tests/bed/promtool.sh): the alert rules' unit tests.
+export LLAMA_RPC_PROMTOOL="$LLAMA_RPC_CACHE/sources/promtool/promtool"
 
 
 # The test bed's SSH key: the cluster scenario's hosts take its public half as an EC2 instance takes its key pair's,

@@ -72,5 +72,6 @@ prepare_bed() {
   # shellcheck source=tests/bed/env.sh
   . "$REPO_ROOT/tests/bed/env.sh"
   bash "$REPO_ROOT/tests/bed/sources.sh"
+  bash "$REPO_ROOT/tests/bed/promtool.sh"
   detect_privileged
 }

@@ -16,6 +16,7 @@ declare -A own=(
   [rpc_master]="tests/integration/test_rpc_master_alone.py tests/integration/test_model_fetch_progress.py tests/integration/test_plan_against_llama_cpp.py"
   [gateway]="tests/integration/test_gateway_alone.py"
   [bench]="tests/integration/test_bench_alone.py"
+  [monitoring]=""
 )
 declare -A scenario=([aws_infra]=aws_infra)
 if [ -z "$role" ] || [ -z "${own[$role]+set}" ]; then

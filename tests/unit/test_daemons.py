@@ -402,3 +402,84 @@ def test_it_becomes_the_program_once_the_workers_accept(tmp_path):
                              text=True, timeout=30, check=False)
     assert refused.returncode == 1 and not marker.exists()
     assert "accept no connection after 1 s: llama-server not started (systemd tries again)" in refused.stdout
+
+
+# --- the cluster's own figures for node_exporter (monitoring) --------------------------------------------------------
+metrics_writer = daemon("monitoring", "llama-rpc-metrics")
+
+SHOWN = """Id=llama-rpc-worker@main.service
+ActiveState=active
+NRestarts=2
+
+Id=llama-rpc-worker@second.service
+ActiveState=failed
+NRestarts=5
+"""
+
+
+def test_the_figures_of_a_worker_are_its_services_and_its_tensor_cache(tmp_path):
+    facts, cache = tmp_path / "facts.d", tmp_path / "cache" / "main" / "rpc"
+    facts.mkdir()
+    cache.mkdir(parents=True)
+    (cache / "0123456789abcdef").write_bytes(b"x" * 1000)
+    (cache / "fedcba9876543210").write_bytes(b"y" * 24)
+    (facts / "llama_rpc_worker.fact").write_text(json.dumps({"unit": "llama-rpc-worker", "instances": [
+        {"name": "main", "endpoint": "10.0.0.2:50052", "cache_dir": str(cache)},
+        {"name": "second", "endpoint": "10.0.0.2:50053", "cache_dir": ""}]}))
+    page = metrics_writer.page(str(facts), SHOWN, [])
+    lines = page.splitlines()
+    assert 'llama_rpc_unit_active{unit="llama-rpc-worker@main.service"} 1' in lines
+    assert 'llama_rpc_unit_active{unit="llama-rpc-worker@second.service"} 0' in lines
+    assert 'llama_rpc_unit_restarts_total{unit="llama-rpc-worker@second.service"} 5' in lines
+    assert 'llama_rpc_tensor_cache_files{worker_instance="main"} 2' in lines
+    assert 'llama_rpc_tensor_cache_bytes{worker_instance="main"} 1024' in lines
+    assert any(line.startswith('llama_rpc_tensor_cache_filesystem_avail_bytes{worker_instance="main"} ') for line in lines)
+    assert "second" not in " ".join(line for line in lines if "tensor_cache" in line)
+    assert "llama_rpc_load" not in page  # a worker has no loads
+
+
+def test_a_service_systemd_does_not_know_is_down(tmp_path):
+    (tmp_path / "llama_rpc_master.fact").write_text(json.dumps({"server_unit": "llama-server.service"}))
+    assert 'llama_rpc_unit_active{unit="llama-server.service"} 0' in metrics_writer.page(str(tmp_path), "", [])
+
+
+def test_the_last_load_is_from_the_last_loading_model_to_its_model_loaded():
+    entries = [(1_000_000, "srv  load_model: loading model '/var/lib/llama-models/a.gguf'"), (4_500_000, "main: model loaded"),
+               (9_000_000, "srv  load_model: loading model '/var/lib/llama-models/a.gguf'"), (21_250_000, "srv  main: model loaded")]
+    assert metrics_writer.last_load_seconds(entries) == 12.25
+    # a start that has not loaded yet: no figure, not the one before it
+    assert metrics_writer.last_load_seconds(entries[:3]) is None
+    assert metrics_writer.last_load_seconds([]) is None
+
+
+def test_the_figures_of_a_master_are_its_load_beside_its_prediction_and_its_bench(tmp_path):
+    (tmp_path / "llama_rpc_master.fact").write_text(json.dumps({
+        "server_unit": "llama-server.service",
+        "load_prediction": {"cold": {"seconds": 21.5, "bound": "network"}, "staged": {"seconds": 9.0}}}))
+    (tmp_path / "llama_rpc_bench.fact").write_text(json.dumps({"runs": [
+        {"workers": 2, "test": "tg16", "tokens_per_second": 31.25}, {"workers": 0, "test": "tg16", "tokens_per_second": 40.5}]}))
+    shown = "Id=llama-server.service\nActiveState=active\nNRestarts=0\n"
+    lines = metrics_writer.page(str(tmp_path), shown, [(0, "loading model 'm'"), (3_500_000, "model loaded")]).splitlines()
+    assert lines == ['llama_rpc_unit_active{unit="llama-server.service"} 1',
+                     'llama_rpc_unit_restarts_total{unit="llama-server.service"} 0',
+                     "llama_rpc_load_seconds 3.5",
+                     'llama_rpc_load_predicted_seconds{caches="cold"} 21.5',
+                     'llama_rpc_load_predicted_seconds{caches="staged"} 9.0',
+                     'llama_rpc_bench_tokens_per_second{test="tg16",workers="2"} 31.25',
+                     'llama_rpc_bench_tokens_per_second{test="tg16",workers="0"} 40.5']
+
+
+def test_the_file_is_replaced_whole_and_read_by_prometheus_client(tmp_path):
+    """What node_exporter's textfile collector reads: the text format, parsed by Prometheus's own Python parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+    (tmp_path / "llama_rpc_master.fact").write_text(json.dumps({"server_unit": "llama-server.service",
+                                                                 "load_prediction": {"cold": {"seconds": 2}}}))
+    output = tmp_path / "llama_rpc.prom"
+    page = metrics_writer.page(str(tmp_path), 'Id=llama-server.service\nActiveState=active\nNRestarts=1\n', [])
+    output.write_text("old")
+    metrics_writer.write(str(output), page)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["llama_rpc.prom", "llama_rpc_master.fact"]
+    assert oct(output.stat().st_mode & 0o777) == "0o644"
+    families = {family.name: family for family in text_string_to_metric_families(output.read_text())}
+    assert families["llama_rpc_unit_active"].samples[0].value == 1
+    assert families["llama_rpc_load_predicted_seconds"].samples[0].labels == {"caches": "cold"}

@@ -9,10 +9,10 @@ take the same units), so a value refused here is one Prometheus would refuse at 
 from __future__ import annotations
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import problems as address_problems
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import in_range, number
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import in_range, number, sentences
 
 DURATION_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
-SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "PB": 1 << 50, "EB": 1 << 60}
+SIZE_UNITS = {"EB": 1 << 60, "PB": 1 << 50, "TB": 1 << 40, "GB": 1 << 30, "MB": 1 << 20, "KB": 1 << 10, "B": 1}
 
 
 def _units_in_order(text, units):
@@ -49,44 +49,18 @@ def size_bytes(value):
     return None if parts is None else sum(count * SIZE_UNITS[unit] for count, unit in parts)
 
 
-def _common(s):
+def _settings(s):
+    """Every variable of the role, checked by both entry points: a bad one is refused on the first node, before any
+    node changes."""
     found = []
-    if not in_range(s["monitoring_exporter_port"], 1, 65535):
-        found.append("monitoring_exporter_port=%s: set it from 1 to 65535" % s["monitoring_exporter_port"])
-    if not in_range(s["monitoring_metrics_interval"], 1, 3600):
-        found.append("monitoring_metrics_interval=%s: set it from 1 to 3600 seconds" % s["monitoring_metrics_interval"])
-    return found
-
-
-def monitoring_exporter(settings):
-    """node_exporter's rules on one node. Beside the variables: host, address (where the exporter listens: the tunnel's
-    or the default-route address), scrapers (the hosts that scrape it) and scraper_addresses (theirs, as this node sees
-    them; '' when unknown), tunnelled (this node is on the WireGuard tunnel), servers (monitoring_prometheus_group's)."""
-    s = settings
-    found = _common(s)
-    found += address_problems([{"name": "the exporter's address", "value": s["address"], "kind": "address",
-                                "empty_fix": "%s has no default route to take its private address from: give it one" % s["host"]}])
-    if s["tunnelled"] and s["servers"]:
-        found.append("%s is on the WireGuard tunnel, where only its master reaches it: leave group '%s' empty (each master "
-                     "then scrapes its own cluster), or turn the tunnel off" % (s["host"], s["monitoring_prometheus_group"]))
-    for host, address in zip(s["scrapers"], s["scraper_addresses"]):
-        if not address:
-            found.append("%s scrapes %s but has no %s address: run the playbook on it too (playbooks/monitoring.yml "
-                         "gathers every host's facts first)" % (host, s["host"], "tunnel" if s["tunnelled"] else "private"))
-    return found
-
-
-def monitoring(settings):
-    """Prometheus's rules on its host. Beside the variables: host, targets (every node it scrapes: node, exporter
-    address:port or '' when the node has none published) and masters (the clusters it watches)."""
-    s = settings
-    found = _common(s)
-    found += address_problems([{"name": "monitoring_prometheus_address", "value": s["monitoring_prometheus_address"],
+    found += address_problems([{"name": "monitoring_prometheus_address", "value": str(s["monitoring_prometheus_address"]),
                                 "kind": "address"}])
-    if not in_range(s["monitoring_prometheus_port"], 1, 65535):
-        found.append("monitoring_prometheus_port=%s: set it from 1 to 65535" % s["monitoring_prometheus_port"])
-    if not in_range(s["monitoring_scrape_interval"], 1, 3600):
-        found.append("monitoring_scrape_interval=%s: set it from 1 to 3600 seconds" % s["monitoring_scrape_interval"])
+    for name in ("monitoring_prometheus_port", "monitoring_exporter_port"):
+        if not in_range(s[name], 1, 65535):
+            found.append("%s=%s: set it from 1 to 65535" % (name, s[name]))
+    for name in ("monitoring_scrape_interval", "monitoring_metrics_interval"):
+        if not in_range(s[name], 1, 3600):
+            found.append("%s=%s: set it from 1 to 3600 seconds" % (name, s[name]))
     retention = duration_seconds(s["monitoring_retention_time"])
     if retention is None or retention < 3600:
         found.append("monitoring_retention_time=%s: set a Prometheus duration of an hour or more, such as 15d or 12h"
@@ -106,6 +80,32 @@ def monitoring(settings):
     if ratio is None or ratio <= 1:
         found.append("monitoring_alert_load_ratio=%s: set a ratio over 1, such as 1.5 (a load half again as long as "
                      "predicted)" % s["monitoring_alert_load_ratio"])
+    return found
+
+
+def monitoring_exporter(settings):
+    """node_exporter's rules on one node. Beside the variables: host, address (where the exporter listens: the tunnel's
+    or the default-route address), scrapers (the hosts that scrape it) and scraper_addresses (theirs, as this node sees
+    them; '' when unknown), tunnelled (this node is on the WireGuard tunnel), servers (monitoring_prometheus_group's)."""
+    s = settings
+    found = _settings(s)
+    found += address_problems([{"name": "the exporter's address", "value": s["address"], "kind": "address",
+                                "empty_fix": "%s has no default route to take its private address from: give it one" % s["host"]}])
+    if s["tunnelled"] and s["servers"]:
+        found.append("%s is on the WireGuard tunnel, where only its master reaches it: leave group '%s' empty (each master "
+                     "then scrapes its own cluster), or turn the tunnel off" % (s["host"], s["monitoring_prometheus_group"]))
+    for host, address in zip(s["scrapers"], s["scraper_addresses"]):
+        if not address:
+            found.append("%s scrapes %s but has no %s address: run the playbook on it too (playbooks/monitoring.yml "
+                         "gathers every host's facts first)" % (host, s["host"], "tunnel" if s["tunnelled"] else "private"))
+    return sentences(found)
+
+
+def monitoring(settings):
+    """Prometheus's rules on its host. Beside the variables: host, targets (every node it scrapes: node, exporter
+    address:port or '' when the node has none published) and masters (the clusters it watches)."""
+    s = settings
+    found = _settings(s)
     if not s["masters"]:
         found.append("%s watches no cluster: put the masters in group '%s', or set monitoring_master_group to their "
                      "group" % (s["host"], s["monitoring_master_group"]))
@@ -113,4 +113,4 @@ def monitoring(settings):
     if missing:
         found.append("%s: no node_exporter published there: run playbooks/monitoring.yml on every node of the cluster "
                      "(its first plays install them), not on the Prometheus host alone" % ", ".join(missing))
-    return found
+    return sentences(found)

@@ -155,13 +155,17 @@ def main(argv=None):
     shown = subprocess.run(["systemctl", "show", "-p", "Id", "-p", "ActiveState", "-p", "NRestarts"] + units,
                            stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout if units else ""
     journal = journal_entries(master["server_unit"]) if master.get("server_unit") else []
-    text = page(args.facts_dir, shown, journal)
-    temporary = args.output + ".tmp"
+    write(args.output, page(args.facts_dir, shown, journal))
+    return 0
+
+
+def write(path, text):
+    """The file whole, or as it was: written beside its place, then renamed over it."""
+    temporary = path + ".tmp"
     with open(temporary, "w") as handle:
         handle.write(text)
     os.chmod(temporary, 0o644)
-    os.replace(temporary, args.output)
-    return 0
+    os.replace(temporary, path)
 
 
 if __name__ == "__main__":
