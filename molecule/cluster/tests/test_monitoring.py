@@ -1,0 +1,138 @@
+"""Watching the cluster (role monitoring, run by site.yml with monitoring_enabled): each master's Prometheus scrapes
+every node of its cluster (cluster_b's worker through the WireGuard tunnel) and its llama-server with its key, every
+target is up and the cluster's own figures are there; a worker's RPC service stopped raises its alert within the
+rule's time and resolves when it is back; an outsider reaches no exporter and no Prometheus; and no file a non-root
+user reads holds llama-server's key. (The scenario scrapes every 3 s and fires a down alert after 6 s: molecule.yml.)
+
+What a test reads or does on a host goes through docker."""
+
+import json
+import os
+import shlex
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import docker
+import pytest
+import testinfra.utils.ansible_runner
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(ROOT))
+from tests.tools import containers, llama_cpp  # noqa: E402  pylint: disable=wrong-import-position
+from tests.tools.outsider import Outsider, interface_address  # noqa: E402  pylint: disable=wrong-import-position
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+CLUSTERS = {master: [master] + RUNNER.get_hosts(group.replace("_master", "_workers"))
+            for group in ("cluster_a_master", "cluster_b_master") for master in RUNNER.get_hosts(group)}
+[PLAIN_MASTER] = RUNNER.get_hosts("cluster_a_master")
+PLAIN_WORKER = RUNNER.get_hosts("cluster_a_workers")[0]
+testinfra_hosts = [PLAIN_MASTER]
+KEY = RUNNER.get_variables(PLAIN_MASTER)["rpc_master_server_api_key"]
+NETWORK = "llama-rpc-master"  # the scenario's one network (molecule.yml)
+
+
+@pytest.fixture(scope="module", name="docker_hosts")
+def fixture_docker_hosts():
+    client = docker.from_env()
+    return client, {name: client.containers.get(name) for nodes in CLUSTERS.values() for name in nodes}
+
+
+def prometheus(master, path, **query):
+    """Prometheus's API on the master's loopback: the answer's data."""
+    url = "http://127.0.0.1:9090/api/v1/" + path + ("?" + urllib.parse.urlencode(query) if query else "")
+    answer = containers.checked_sh(master, f"python3 -c \"import urllib.request; print(urllib.request.urlopen('{url}').read().decode())\"")
+    return json.loads(answer)["data"]
+
+
+def until(check, timeout, step=1.0):
+    """check()'s first true answer within timeout seconds, and the seconds it took; (last answer, None) when none."""
+    started = time.monotonic()
+    while True:
+        answer = check()
+        if answer:
+            return answer, time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            return answer, None
+        time.sleep(step)
+
+
+def test_every_node_and_llama_server_is_scraped_with_the_clusters_own_figures(docker_hosts):
+    _client, hosts = docker_hosts
+    for master, nodes in CLUSTERS.items():
+        def all_up():
+            targets = prometheus(hosts[master], "targets")["activeTargets"]
+            return targets if targets and all(target["health"] == "up" for target in targets) else None
+        targets, _took = until(all_up, 60)
+        assert targets, prometheus(hosts[master], "targets")["activeTargets"]
+        by_job = {}
+        for target in targets:
+            by_job.setdefault(target["labels"]["job"], set()).add(target["labels"].get("node"))
+        assert by_job == {"prometheus": {master}, "node": set(nodes), "llama-server-" + master: {master}}, by_job
+        # the cluster's own figures: every service up, each worker's cache, the master's load beside its prediction
+        units = {(sample["metric"]["node"], sample["metric"]["unit"]): sample["value"][1]
+                 for sample in prometheus(hosts[master], "query", query="llama_rpc_unit_active")["result"]}
+        assert units == {**{(node, "llama-rpc-worker@main.service"): "1" for node in nodes[1:]},
+                         (master, "llama-server.service"): "1"}, units
+        caches = {sample["metric"]["node"]: float(sample["value"][1])
+                  for sample in prometheus(hosts[master], "query", query="llama_rpc_tensor_cache_bytes")["result"]}
+        assert set(caches) == set(nodes[1:]) and all(size > 0 for size in caches.values()), caches
+        loads = prometheus(hosts[master], "query", query="llama_rpc_load_seconds or llama_rpc_load_predicted_seconds")["result"]
+        assert {sample["metric"]["__name__"] for sample in loads} == {"llama_rpc_load_seconds", "llama_rpc_load_predicted_seconds"}, loads
+        # llama-server's own, read with its key
+        assert prometheus(hosts[master], "query", query="llamacpp:n_decode_total")["result"], "llama-server's metrics"
+
+
+def test_a_stopped_worker_raises_its_alert_within_the_rules_time_and_it_resolves(docker_hosts):
+    _client, hosts = docker_hosts
+    master, worker = hosts[PLAIN_MASTER], hosts[PLAIN_WORKER]
+
+    def firing():
+        return [alert for alert in prometheus(master, "alerts")["alerts"] if alert["state"] == "firing"
+                and alert["labels"]["alertname"] == "LlamaRpcServiceDown" and alert["labels"]["node"] == PLAIN_WORKER]
+    assert not firing()
+    containers.checked_sh(worker, "systemctl stop llama-rpc-worker@main")
+    try:
+        alerts, took = until(firing, 60)
+        # the figures' timer (5 s), a scrape (3 s), the rule's bound (6 s) and an evaluation (3 s)
+        assert took is not None and alerts[0]["labels"]["unit"] == "llama-rpc-worker@main.service", alerts
+        print(f"the alert fired {took:.1f} s after the worker's service stopped (bound: 5 + 3 + 6 + 3 s)")
+        assert took <= 5 + 3 + 6 + 3 + 5, took
+    finally:
+        containers.checked_sh(worker, "systemctl start llama-rpc-worker@main")
+    _gone, took = until(lambda: not firing(), 60)
+    assert took is not None, firing()
+    print(f"resolved {took:.1f} s after it started again")
+    # llama-server lost its worker: it serves again (restarted by systemd, it waits for its workers) before the next test
+    completion = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
+                                             {"prompt": "Hello", "n_predict": 1, "cache_prompt": False})
+    _answer, took = until(lambda: llama_cpp.answer(containers.run(master, completion)[1].decode())[0] == 200, 180, step=2)
+    assert took is not None, "llama-server does not serve completions again"
+
+
+def test_an_outsider_reaches_no_exporter_and_no_prometheus(docker_hosts):
+    client, hosts = docker_hosts
+    probe = ("import socket, sys\nfor target in sys.argv[1:]:\n    host, port = target.rsplit(':', 1)\n"
+             "    try:\n        socket.create_connection((host, int(port)), 3).close(); print(target, 'open')\n"
+             "    except socket.timeout:\n        print(target, 'timeout')\n    except OSError as error:\n"
+             "        print(target, 'refused' if error.errno == 111 else error.errno)\n")
+    targets = [f"{interface_address(hosts[node])}:9100" for nodes in CLUSTERS.values() for node in nodes]
+    targets += [f"{interface_address(hosts[master])}:9090" for master in CLUSTERS]
+    with Outsider(client, NETWORK) as outsider:
+        answers = dict(line.split(" ", 1) for line in outsider.sh(
+            "python3 -c " + shlex.quote(probe) + " " + " ".join(targets)).splitlines())
+    assert all(answers[target] == "timeout" for target in targets if target.endswith(":9100")), answers
+    assert all(answers[target] == "refused" for target in targets if target.endswith(":9090")), answers
+
+
+def test_no_file_a_non_root_user_reads_holds_llama_servers_key(docker_hosts):
+    _client, hosts = docker_hosts
+    for master in CLUSTERS:
+        found = containers.sh(hosts[master], "runuser -u nobody -- sh -c \"find /etc /var /srv /opt /usr/local /home /run /tmp "
+                                             "-xdev -type f -size -2M -readable 2>/dev/null | xargs -r grep -lF -- "
+                                             f"'{KEY}' 2>/dev/null\"")[1]
+        assert found.strip() == "", found
+        assert containers.checked_sh(hosts[master], f"stat -c '%U %G %a' /etc/prometheus/llama-server-keys/{master}.key") \
+            == "root prometheus 640"
