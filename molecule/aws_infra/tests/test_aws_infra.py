@@ -65,6 +65,10 @@ def test_rpc_port_only_from_the_master_group_and_nothing_open_to_the_world():
     assert not [rule for rule in workers["IpPermissions"] if rule.get("FromPort") == 50052]
     assert len(rpc) == 1 and not rpc[0].get("IpRanges") and not rpc[0].get("Ipv6Ranges")
     assert [pair["GroupId"] for pair in rpc[0]["UserIdGroupPairs"]] == [master["GroupId"]]
+    # node_exporter (role monitoring) and SSH, from the master's group too, and nothing else on the workers
+    assert sorted(rule.get("FromPort") for rule in workers["IpPermissions"]) == [22, 9100, RPC_PORT], workers["IpPermissions"]
+    assert all([pair["GroupId"] for pair in rule["UserIdGroupPairs"]] == [master["GroupId"]] and not rule.get("IpRanges")
+               for rule in workers["IpPermissions"]), workers["IpPermissions"]
     ssh = [rule for rule in master["IpPermissions"] if rule.get("FromPort") == 22]
     assert [r["CidrIp"] for r in ssh[0]["IpRanges"]] == ["198.51.100.7/32"]
     # llama-server only from the private sources given (one address as its /32), and nothing else on the master

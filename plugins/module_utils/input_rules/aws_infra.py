@@ -71,6 +71,10 @@ def aws_infra(settings):
     if not in_range(s["aws_infra_server_port"], 1, 65535) or whole(s["aws_infra_server_port"]) in (22, whole(s["aws_infra_rpc_port"])):
         found.append("aws_infra_server_port=%s: set it from 1 to 65535, other than SSH (22) and the RPC port."
                      % s["aws_infra_server_port"])
+    exporter = whole(s["aws_infra_exporter_port"])
+    if not in_range(s["aws_infra_exporter_port"], 0, 65535) or exporter in (22, whole(s["aws_infra_rpc_port"])):
+        found.append("aws_infra_exporter_port=%s: set it from 1 to 65535, other than SSH (22) and the RPC port, or 0 for "
+                     "no rule." % s["aws_infra_exporter_port"])
     # gp3's limits (docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html)
     throughput, iops = whole(s["aws_infra_volume_throughput_mib_s"]), whole(s["aws_infra_volume_iops"])
     throughput_good = throughput is not None and 125 <= throughput <= 1000

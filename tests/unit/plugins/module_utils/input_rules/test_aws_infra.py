@@ -48,6 +48,9 @@ AWS_CASES = {
     "a VPC without its subnet": ({"aws_infra_vpc_id": "vpc-0123456789abcdef0"}, "aws_infra_vpc_id and aws_infra_subnet_id: set both"),
     "RPC port 0": ({"aws_infra_rpc_port": 0}, "aws_infra_rpc_port=0: set it from 1 to 65535."),
     "server port on SSH's": ({"aws_infra_server_port": 22}, "aws_infra_server_port=22: set it from 1 to 65535, other than SSH"),
+    "exporter port on SSH's": ({"aws_infra_exporter_port": 22},
+                                        "aws_infra_exporter_port=22: set it from 1 to 65535, other than SSH (22) and the RPC "
+                                        "port, or 0 for no rule."),
 }
 
 
