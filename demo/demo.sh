@@ -32,14 +32,19 @@ demo_up() {
     vars_file="$demo_dir/secret-vars.json"
     (umask 077; python -c 'import json,sys; print(json.dumps({"rpc_master_server_api_key": open(sys.argv[1]).read().strip()}))' \
       "$key_file" >"$vars_file")
-    ansible-playbook -i inventories/local playbooks/site.yml -e @"$vars_file" \
+    ansible-playbook -i inventories/local playbooks/site.yml -e @"$vars_file" -e monitoring_enabled=true \
       -e rpc_master_infer_results_dir="$demo_dir/results" | tee "$demo_dir/site.log"
     took=$(( $(date +%s) - started ))
+    # Prometheus on the master (role monitoring): its targets, once each has been scraped
+    sleep 20
+    targets=$(docker exec llama-demo-master python3 -c 'import json, urllib.request
+targets = json.load(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
+print("%d of %d targets up" % (sum(t["health"] == "up" for t in targets), len(targets)))')
     result=$(newest "$demo_dir/results" 'infer-*.json')
     url=$(docker exec llama-demo-master sh -c '. /etc/llama-rpc/server.env; echo "http://$LLAMA_ARG_HOST:$LLAMA_ARG_PORT"')
-    python - "$result" "$url" "$key_file" "$took" <<'PY'
+    python - "$result" "$url" "$key_file" "$took" "$targets" <<'PY'
 import json, sys
-result, url, key_file, took = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
+result, url, key_file, took, targets = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 figures = result["figures"]
 print(f"""
 make demo: the local cluster is up ({took} s for site.yml).
@@ -51,6 +56,8 @@ make demo: the local cluster is up ({took} s for site.yml).
   result file: {sys.argv[1]}
   llama-server: {url} (API key in {key_file})
     curl -s {url}/completion -H "Authorization: Bearer $(cat {key_file})" -d '{{"prompt": "Hello", "n_predict": 16}}'
+  Prometheus on the master, 127.0.0.1:9090: {targets}; its console /consoles/llama-rpc.html
+    docker exec llama-demo-master python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/alerts").read().decode())'
   Remove it: make demo-clean
 """)
 PY

@@ -5,8 +5,8 @@ What node_exporter cannot see on its own, read from what the collection's roles 
 (/etc/ansible/facts.d) and from systemd:
 - each service of the collection up or down, and how often systemd restarted it (the RPC workers, llama-server);
 - each worker's tensor cache: its files, their bytes, the free space of the filesystem that holds it;
-- on a master: the last load of llama-server (from its journal: "loading model" to "model loaded") beside the
-  load-time model's prediction for its plan, and the last bench's tokens per second (through the workers and alone).
+- on a master: the load of the running llama-server (from its journal: "loading model" to "model loaded") beside
+  the load-time model's prediction for its plan, and the last bench's tokens per second (through the workers and alone).
 
 The file is written beside its place and renamed, so node_exporter never reads half of it.
 """
@@ -38,7 +38,8 @@ def sample(name, value, **labels):
 
 
 def units_shown(text):
-    """{unit: {property: value}} of `systemctl show -p Id -p ActiveState -p NRestarts UNIT...` (a block per unit)."""
+    """{unit: {property: value}} of `systemctl show -p Id -p ActiveState -p NRestarts -p InvocationID UNIT...` (a block
+    per unit)."""
     found, block = {}, {}
     for line in text.splitlines() + [""]:
         if not line.strip():
@@ -94,9 +95,10 @@ def last_load_seconds(entries):
     return None if started is None or loaded is None else (loaded - started) / 1e6
 
 
-def journal_entries(unit):
-    """[(microseconds, message)] of the unit's journal lines about the model's load, oldest first."""
-    output = subprocess.run(["journalctl", "-u", unit, "-o", "json", "--no-pager", "-n", "2000",
+def journal_entries(invocation):
+    """[(microseconds, message)] of the journal lines about the model's load of one run of a unit (its InvocationID:
+    an indexed field, so the journal is not read whole at every run), oldest first."""
+    output = subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=" + invocation, "-o", "json", "--no-pager",
                              "--output-fields=MESSAGE", "--grep", "loading model|model loaded"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True, check=False).stdout
     entries = []
@@ -152,9 +154,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     worker, master = fact("llama_rpc_worker", args.facts_dir), fact("llama_rpc_master", args.facts_dir)
     units = units_of(worker, master)
-    shown = subprocess.run(["systemctl", "show", "-p", "Id", "-p", "ActiveState", "-p", "NRestarts"] + units,
-                           stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout if units else ""
-    journal = journal_entries(master["server_unit"]) if master.get("server_unit") else []
+    shown = subprocess.run(["systemctl", "show", "-p", "Id", "-p", "ActiveState", "-p", "NRestarts", "-p", "InvocationID"]
+                           + units, stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout if units else ""
+    invocation = units_shown(shown).get(master.get("server_unit", ""), {}).get("InvocationID", "")
+    journal = journal_entries(invocation) if invocation else []
     write(args.output, page(args.facts_dir, shown, journal))
     return 0
 
