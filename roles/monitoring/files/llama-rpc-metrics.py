@@ -18,6 +18,18 @@ import subprocess
 import sys
 
 FACTS = "/etc/ansible/facts.d"
+# Each figure's type and help line, as Prometheus's text format has them.
+FAMILIES = {
+    "llama_rpc_unit_active": ("gauge", "1 when the collection's service (an RPC worker instance, llama-server) is active."),
+    "llama_rpc_unit_restarts_total": ("counter", "How often systemd restarted the service since it was started by hand."),
+    "llama_rpc_tensor_cache_files": ("gauge", "Files in the RPC worker instance's tensor cache."),
+    "llama_rpc_tensor_cache_bytes": ("gauge", "Bytes in the RPC worker instance's tensor cache."),
+    "llama_rpc_tensor_cache_filesystem_avail_bytes": ("gauge", "Free bytes of the filesystem that holds the tensor cache."),
+    "llama_rpc_tensor_cache_filesystem_size_bytes": ("gauge", "Size of the filesystem that holds the tensor cache."),
+    "llama_rpc_load_seconds": ("gauge", "Seconds the running llama-server took to load its model."),
+    "llama_rpc_load_predicted_seconds": ("gauge", "The load-time model's prediction for the plan, with cold or staged caches."),
+    "llama_rpc_bench_tokens_per_second": ("gauge", "The last bench.yml's tokens per second (workers 0: the master alone)."),
+}
 
 
 def fact(name, facts_dir):
@@ -136,7 +148,18 @@ def page(facts_dir, shown_text, journal):
     lines += cache_samples(worker.get("instances") or [])
     if master:
         lines += master_samples(master, bench, last_load_seconds(journal))
-    return "\n".join(lines) + "\n"
+    return exposition(lines)
+
+
+def exposition(lines):
+    """The samples grouped by figure, each group under its TYPE and HELP lines."""
+    text = []
+    for name in FAMILIES:
+        samples = [line for line in lines if line.split("{")[0].split(" ")[0] == name]
+        if samples:
+            kind, help_text = FAMILIES[name]
+            text += ["# HELP %s %s" % (name, help_text), "# TYPE %s %s" % (name, kind)] + samples
+    return "\n".join(text) + "\n"
 
 
 def units_of(worker, master):
