@@ -458,7 +458,8 @@ def test_the_figures_of_a_master_are_its_load_beside_its_prediction_and_its_benc
         "server_unit": "llama-server.service",
         "load_prediction": {"cold": {"seconds": 21.5, "bound": "network"}, "staged": {"seconds": 9.0}}}))
     (tmp_path / "llama_rpc_bench.fact").write_text(json.dumps({"runs": [
-        {"workers": 2, "test": "tg16", "tokens_per_second": 31.25}, {"workers": 0, "test": "tg16", "tokens_per_second": 40.5}]}))
+        {"workers": 2, "test": "tg16", "tokens_per_second": 30.0}, {"workers": 0, "test": "tg16", "tokens_per_second": 40.5},
+        {"workers": 2, "test": "tg16", "tokens_per_second": 31.25}]}))  # the same test twice: the last one
     shown = "Id=llama-server.service\nActiveState=active\nNRestarts=0\n"
     lines = [line for line in metrics_writer.page(str(tmp_path), shown, [(0, "loading model 'm'"), (3_500_000, "model loaded")])
              .splitlines() if not line.startswith("#")]

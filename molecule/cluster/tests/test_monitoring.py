@@ -87,6 +87,14 @@ def test_every_node_and_llama_server_is_scraped_with_the_clusters_own_figures(do
         assert {sample["metric"]["__name__"] for sample in loads} == {"llama_rpc_load_seconds", "llama_rpc_load_predicted_seconds"}, loads
         # llama-server's own, read with its key
         assert prometheus(hosts[master], "query", query="llamacpp:n_decode_total")["result"], "llama-server's metrics"
+        # the last bench.yml's figures, where it ran (test_master.py's bench, before this file): one per run
+        code, bench = containers.sh(hosts[master], "cat /etc/ansible/facts.d/llama_rpc_bench.fact")
+        if code == 0:
+            runs = {(str(run["workers"]), run["test"]): run["tokens_per_second"] for run in json.loads(bench)["runs"]}
+            figures = {(sample["metric"]["workers"], sample["metric"]["test"]): float(sample["value"][1]) for sample in
+                       prometheus(hosts[master], "query", query="llama_rpc_bench_tokens_per_second")["result"]}
+            assert figures.keys() == runs.keys() and all(abs(figures[key] - runs[key]) < 1e-6 * runs[key] for key in runs), \
+                (figures, runs)
 
 
 def test_a_stopped_worker_raises_its_alert_within_the_rules_time_and_it_resolves(docker_hosts):

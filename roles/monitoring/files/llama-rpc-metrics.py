@@ -133,10 +133,13 @@ def master_samples(master, bench, load_seconds):
     for caches, prediction in sorted((master.get("load_prediction") or {}).items()):
         if isinstance(prediction, dict) and isinstance(prediction.get("seconds"), (int, float)):
             lines.append(sample("llama_rpc_load_predicted_seconds", float(prediction["seconds"]), caches=caches))
+    # one figure per number of workers and test (a series twice would make node_exporter drop the whole file): the last
+    figures = {}
     for run in bench.get("runs") or []:
         if isinstance(run.get("tokens_per_second"), (int, float)):
-            lines.append(sample("llama_rpc_bench_tokens_per_second", float(run["tokens_per_second"]),
-                                workers=run.get("workers", ""), test=run.get("test", "")))
+            figures[(str(run.get("workers", "")), str(run.get("test", "")))] = float(run["tokens_per_second"])
+    for (workers, test), value in figures.items():
+        lines.append(sample("llama_rpc_bench_tokens_per_second", value, workers=workers, test=test))
     return lines
 
 
