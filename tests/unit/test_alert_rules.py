@@ -83,6 +83,6 @@ def test_the_scrape_configuration_for_two_clusters_passes_promtools_check(promto
     code, output = run(promtool, "check", "config", str(tmp_path / "prometheus.yml"))
     assert code == 0 and "SUCCESS" in output, output
     parsed = yaml.safe_load(config)
-    assert [job["job_name"] for job in parsed["scrape_configs"]] == ["prometheus", "node", "llama-server-master-a",
-                                                                      "llama-server-master-b"]
+    jobs = [job["job_name"] for job in parsed["scrape_configs"]]
+    assert jobs == ["prometheus", "node", "llama-server-master-a", "llama-server-master-b"]
     assert "not-a-real-key" not in config

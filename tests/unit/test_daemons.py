@@ -475,8 +475,8 @@ def test_the_figures_of_a_master_are_its_load_beside_its_prediction_and_its_benc
 def test_the_file_is_replaced_whole_and_read_by_prometheus(tmp_path):
     """What node_exporter's textfile collector reads: the text format, parsed by Prometheus's own promtool (the
     distribution's, tests/bed/promtool.sh)."""
-    (tmp_path / "llama_rpc_master.fact").write_text(json.dumps({"server_unit": "llama-server.service",
-                                                                 "load_prediction": {"cold": {"seconds": 2}}}))
+    fact = {"server_unit": "llama-server.service", "load_prediction": {"cold": {"seconds": 2}}}
+    (tmp_path / "llama_rpc_master.fact").write_text(json.dumps(fact))
     output = tmp_path / "llama_rpc.prom"
     page = metrics_writer.page(str(tmp_path), 'Id=llama-server.service\nActiveState=active\nNRestarts=1\n', [])
     output.write_text("old")

@@ -49,8 +49,8 @@ AWS_CASES = {
     "RPC port 0": ({"aws_infra_rpc_port": 0}, "aws_infra_rpc_port=0: set it from 1 to 65535."),
     "server port on SSH's": ({"aws_infra_server_port": 22}, "aws_infra_server_port=22: set it from 1 to 65535, other than SSH"),
     "exporter port on SSH's": ({"aws_infra_exporter_port": 22},
-                                        "aws_infra_exporter_port=22: set it from 1 to 65535, other than SSH (22) and the RPC "
-                                        "port, or 0 for no rule."),
+                               "aws_infra_exporter_port=22: set it from 1 to 65535, other than SSH (22) and the RPC "
+                               "port, or 0 for no rule."),
 }
 
 
