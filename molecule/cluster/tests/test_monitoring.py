@@ -83,8 +83,14 @@ def test_every_node_and_llama_server_is_scraped_with_the_clusters_own_figures(do
         caches = {sample["metric"]["node"]: float(sample["value"][1])
                   for sample in prometheus(hosts[master], "query", query="llama_rpc_tensor_cache_bytes")["result"]}
         assert set(caches) == set(nodes[1:]) and all(size > 0 for size in caches.values()), caches
-        loads = prometheus(hosts[master], "query", query="llama_rpc_load_seconds or llama_rpc_load_predicted_seconds")["result"]
-        assert {sample["metric"]["__name__"] for sample in loads} == {"llama_rpc_load_seconds", "llama_rpc_load_predicted_seconds"}, loads
+        # (the load of a llama-server that an earlier test restarted is written once it has loaded: a figures' run later)
+        wanted = {"llama_rpc_load_seconds", "llama_rpc_load_predicted_seconds"}
+
+        def loads_there():
+            found = prometheus(hosts[master], "query", query=" or ".join(sorted(wanted)))["result"]
+            return found if {sample["metric"]["__name__"] for sample in found} == wanted else None
+        loads, _took = until(loads_there, 30)
+        assert loads, prometheus(hosts[master], "query", query="{__name__=~'llama_rpc_load.*'}")["result"]
         # llama-server's own, read with its key
         assert prometheus(hosts[master], "query", query="llamacpp:n_decode_total")["result"], "llama-server's metrics"
         # the last bench.yml's figures, where it ran (test_master.py's bench, before this file): one per run

@@ -18,6 +18,9 @@ import subprocess
 import sys
 
 FACTS = "/etc/ansible/facts.d"
+# The last load seen (llama-server's InvocationID and its seconds): kept, because the journal may rotate the start's
+# lines away on a long-running server, and a server that is loading has no load of its own yet.
+STATE = "/var/lib/llama-rpc-metrics/last-load.json"
 # Each figure's type and help line, as Prometheus's text format has them.
 FAMILIES = {
     "llama_rpc_unit_active": ("gauge", "1 when the collection's service (an RPC worker instance, llama-server) is active."),
@@ -126,6 +129,17 @@ def journal_entries(invocation):
     return entries
 
 
+def last_load(state, invocation, read_journal):
+    """(seconds or None, state to keep): the running invocation's load, read from its journal once and kept; while it
+    has none (it loads), the last one kept."""
+    if invocation and state.get("invocation") == invocation and state.get("seconds") is not None:
+        return state["seconds"], state
+    seconds = last_load_seconds(read_journal(invocation)) if invocation else None
+    if seconds is None:
+        return state.get("seconds"), state
+    return seconds, {"invocation": invocation, "seconds": seconds}
+
+
 def master_samples(master, bench, load_seconds):
     lines = []
     if load_seconds is not None:
@@ -143,14 +157,14 @@ def master_samples(master, bench, load_seconds):
     return lines
 
 
-def page(facts_dir, shown_text, journal):
-    """The whole textfile for this host, from its published facts, systemctl's answer and the load's journal."""
+def page(facts_dir, shown_text, load_seconds):
+    """The whole textfile for this host, from its published facts, systemctl's answer and the last load's seconds."""
     worker, master, bench = (fact(name, facts_dir) for name in ("llama_rpc_worker", "llama_rpc_master", "llama_rpc_bench"))
     units = units_of(worker, master)
     lines = unit_samples(units, units_shown(shown_text))
     lines += cache_samples(worker.get("instances") or [])
     if master:
-        lines += master_samples(master, bench, last_load_seconds(journal))
+        lines += master_samples(master, bench, load_seconds)
     return exposition(lines)
 
 
@@ -177,14 +191,22 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", required=True, help="the .prom file node_exporter's textfile collector reads")
     parser.add_argument("--facts-dir", default=FACTS)
+    parser.add_argument("--state", default=STATE)
     args = parser.parse_args(argv)
     worker, master = fact("llama_rpc_worker", args.facts_dir), fact("llama_rpc_master", args.facts_dir)
     units = units_of(worker, master)
     shown = subprocess.run(["systemctl", "show", "-p", "Id", "-p", "ActiveState", "-p", "NRestarts", "-p", "InvocationID"]
                            + units, stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout if units else ""
     invocation = units_shown(shown).get(master.get("server_unit", ""), {}).get("InvocationID", "")
-    journal = journal_entries(invocation) if invocation else []
-    write(args.output, page(args.facts_dir, shown, journal))
+    try:
+        with open(args.state) as handle:
+            state = json.load(handle)
+    except (OSError, ValueError):
+        state = {}
+    seconds, kept = last_load(state, invocation, journal_entries) if master else (None, state)
+    if kept != state:
+        write(args.state, json.dumps(kept))
+    write(args.output, page(args.facts_dir, shown, seconds))
     return 0
 
 
