@@ -31,22 +31,24 @@ def _units_in_order(text, units):
     return found or None
 
 
-def duration_seconds(value):
-    """Seconds of a Prometheus duration (15d, 1h30m, 500ms, 0), or None when Prometheus would refuse it."""
+def _in_units(value, units):
+    """The sum of a Prometheus duration or size in its units (0 alone needs none), or None when Prometheus would
+    refuse it."""
     text = str(value).strip()
     if text == "0":
         return 0
-    parts = _units_in_order(text, DURATION_UNITS)
-    return None if parts is None else sum(count * DURATION_UNITS[unit] for count, unit in parts)
+    parts = _units_in_order(text, units)
+    return None if parts is None else sum(count * units[unit] for count, unit in parts)
+
+
+def duration_seconds(value):
+    """Seconds of a Prometheus duration (15d, 1h30m, 500ms, 0), or None when Prometheus would refuse it."""
+    return _in_units(value, DURATION_UNITS)
 
 
 def size_bytes(value):
     """Bytes of a Prometheus size (2GB, 512MB, 0: no bound), or None when Prometheus would refuse it."""
-    text = str(value).strip()
-    if text == "0":
-        return 0
-    parts = _units_in_order(text, SIZE_UNITS)
-    return None if parts is None else sum(count * SIZE_UNITS[unit] for count, unit in parts)
+    return _in_units(value, SIZE_UNITS)
 
 
 def _settings(s):
