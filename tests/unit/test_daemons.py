@@ -427,7 +427,7 @@ def test_the_figures_of_a_worker_are_its_services_and_its_tensor_cache(tmp_path)
     (facts / "llama_rpc_worker.fact").write_text(json.dumps({"unit": "llama-rpc-worker", "instances": [
         {"name": "main", "endpoint": "10.0.0.2:50052", "cache_dir": str(cache)},
         {"name": "second", "endpoint": "10.0.0.2:50053", "cache_dir": ""}]}))
-    page = metrics_writer.page(str(facts), SHOWN, None)
+    page = metrics_writer.page(metrics_writer.read_facts(str(facts)), metrics_writer.units_shown(SHOWN), None)
     lines = page.splitlines()
     assert 'llama_rpc_unit_active{unit="llama-rpc-worker@main.service"} 1' in lines
     assert 'llama_rpc_unit_active{unit="llama-rpc-worker@second.service"} 0' in lines
@@ -441,7 +441,7 @@ def test_the_figures_of_a_worker_are_its_services_and_its_tensor_cache(tmp_path)
 
 def test_a_service_systemd_does_not_know_is_down(tmp_path):
     (tmp_path / "llama_rpc_master.fact").write_text(json.dumps({"server_unit": "llama-server.service"}))
-    assert 'llama_rpc_unit_active{unit="llama-server.service"} 0' in metrics_writer.page(str(tmp_path), "", None)
+    assert 'llama_rpc_unit_active{unit="llama-server.service"} 0' in metrics_writer.page(metrics_writer.read_facts(str(tmp_path)), {}, None)
 
 
 def test_the_last_load_is_from_the_last_loading_model_to_its_model_loaded():
@@ -476,7 +476,8 @@ def test_the_figures_of_a_master_are_its_load_beside_its_prediction_and_its_benc
         {"workers": 2, "test": "tg16", "tokens_per_second": 30.0}, {"workers": 0, "test": "tg16", "tokens_per_second": 40.5},
         {"workers": 2, "test": "tg16", "tokens_per_second": 31.25}]}))  # the same test twice: the last one
     shown = "Id=llama-server.service\nActiveState=active\nNRestarts=0\n"
-    lines = [line for line in metrics_writer.page(str(tmp_path), shown, 3.5).splitlines() if not line.startswith("#")]
+    page = metrics_writer.page(metrics_writer.read_facts(str(tmp_path)), metrics_writer.units_shown(shown), 3.5)
+    lines = [line for line in page.splitlines() if not line.startswith("#")]
     assert lines == ['llama_rpc_unit_active{unit="llama-server.service"} 1',
                      'llama_rpc_unit_restarts_total{unit="llama-server.service"} 0',
                      "llama_rpc_load_seconds 3.5",
@@ -492,7 +493,8 @@ def test_the_file_is_replaced_whole_and_read_by_prometheus(tmp_path):
     fact = {"server_unit": "llama-server.service", "load_prediction": {"cold": {"seconds": 2}}}
     (tmp_path / "llama_rpc_master.fact").write_text(json.dumps(fact))
     output = tmp_path / "llama_rpc.prom"
-    page = metrics_writer.page(str(tmp_path), 'Id=llama-server.service\nActiveState=active\nNRestarts=1\n', 3.5)
+    page = metrics_writer.page(metrics_writer.read_facts(str(tmp_path)),
+                               metrics_writer.units_shown('Id=llama-server.service\nActiveState=active\nNRestarts=1\n'), 3.5)
     output.write_text("old")
     metrics_writer.write(str(output), page)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["llama_rpc.prom", "llama_rpc_master.fact"]

@@ -157,14 +157,19 @@ def master_samples(master, bench, load_seconds):
     return lines
 
 
-def page(facts_dir, shown_text, load_seconds):
-    """The whole textfile for this host, from its published facts, systemctl's answer and the last load's seconds."""
-    worker, master, bench = (fact(name, facts_dir) for name in ("llama_rpc_worker", "llama_rpc_master", "llama_rpc_bench"))
-    units = units_of(worker, master)
-    lines = unit_samples(units, units_shown(shown_text))
+def read_facts(facts_dir):
+    """What the collection's roles published on this host: {worker, master, bench}, each {} where absent."""
+    return {role: fact("llama_rpc_" + role, facts_dir) for role in ("worker", "master", "bench")}
+
+
+def page(facts, shown, load_seconds):
+    """The whole textfile for this host, from its published facts (read_facts), systemctl's answer (units_shown) and
+    the last load's seconds."""
+    worker, master = facts["worker"], facts["master"]
+    lines = unit_samples(units_of(worker, master), shown)
     lines += cache_samples(worker.get("instances") or [])
     if master:
-        lines += master_samples(master, bench, load_seconds)
+        lines += master_samples(master, facts["bench"], load_seconds)
     return exposition(lines)
 
 
@@ -193,11 +198,13 @@ def main(argv=None):
     parser.add_argument("--facts-dir", default=FACTS)
     parser.add_argument("--state", default=STATE)
     args = parser.parse_args(argv)
-    worker, master = fact("llama_rpc_worker", args.facts_dir), fact("llama_rpc_master", args.facts_dir)
-    units = units_of(worker, master)
-    shown = subprocess.run(["systemctl", "show", "-p", "Id", "-p", "ActiveState", "-p", "NRestarts", "-p", "InvocationID"]
-                           + units, stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout if units else ""
-    invocation = units_shown(shown).get(master.get("server_unit", ""), {}).get("InvocationID", "")
+    facts = read_facts(args.facts_dir)
+    master = facts["master"]
+    units = units_of(facts["worker"], master)
+    shown = units_shown(subprocess.run(
+        ["systemctl", "show", "-p", "Id", "-p", "ActiveState", "-p", "NRestarts", "-p", "InvocationID"] + units,
+        stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout if units else "")
+    invocation = shown.get(master.get("server_unit", ""), {}).get("InvocationID", "")
     try:
         with open(args.state) as handle:
             state = json.load(handle)
@@ -206,7 +213,7 @@ def main(argv=None):
     seconds, kept = last_load(state, invocation, journal_entries) if master else (None, state)
     if kept != state:
         write(args.state, json.dumps(kept))
-    write(args.output, page(args.facts_dir, shown, seconds))
+    write(args.output, page(facts, shown, seconds))
     return 0
 
 
