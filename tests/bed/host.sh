@@ -22,6 +22,8 @@ command -v shellcheck >/dev/null || missing+=(shellcheck)
 # The base images are Debian: an Ubuntu host needs Debian's archive keys for debootstrap.
 [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+# The collection's llama.cpp patches are checked against the pinned source (tests/unit/test_llama_cpp_patches.py).
+command -v patch >/dev/null || missing+=(patch)
 # The cluster scenario reaches its hosts over SSH (ssh, and ssh-keygen for the test bed's key).
 command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 # The Arm proof (tests/integration) compiles llama.cpp here: natively, and for aarch64 run under qemu-user.

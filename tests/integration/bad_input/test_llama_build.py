@@ -1,6 +1,8 @@
 """Bad input to llama_build fails with a message that names the variable to change, and nothing is
 installed. Real ansible-playbook runs against a real systemd container."""
 
+import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -53,6 +55,9 @@ CASES = {
     "arm flags on x86": ({"llama_build_arm_arch": "armv9-a+i8mm+bf16"}, ["Check llama_build_arm_arch", "x86_64 host"]),
     "full disk": ({"llama_build_min_free_compile_mb": 10 ** 9}, ["llama_build_work_dir=", "llama_build_min_free_compile_mb="]),
     "no compiler": ({"llama_build_install_packages": False}, ["no compiler available", "llama_build_install_packages: true"]),
+    "a patch written for another pin": ({"llama_build_version": "b11400", "llama_build_patches": ["rpc_hash_ahead"]},
+                                        ["rpc_hash_ahead, which is written for llama.cpp b11312, not for "
+                                         "llama_build_version=b11400"]),
 }
 
 
@@ -88,4 +93,32 @@ def test_unknown_git_ref_is_refused_by_name(host, tmp_path):
     assert "Could not check out llama_build_version=b99999 from llama_build_git_repo=file:///srv/llama.git" in result.stdout
     assert "TASK [graviton.llama_rpc._common : Install git]" in result.stdout
     assert "Install build-essential" not in result.stdout, "the compilers were installed before the checkout"
+    assert untouched
+
+
+def test_a_patch_that_does_not_fit_the_source_is_refused_before_the_compilers(host, tmp_path):
+    """An archive labelled with the patch's release whose code differs where the patch changes it (a line of the RPC
+    client's set_tensor edited): the role tries the patch on the source after fetching it, and refuses, naming the patch
+    and what did not fit, before any compiler is installed; nothing is installed."""
+    import io
+    import tarfile
+    subdir = os.environ["LLAMA_RPC_TEST_ARCHIVE_SUBDIR"]
+    edited = tmp_path / "edited.tar.gz"
+    with tarfile.open(os.environ["LLAMA_RPC_TEST_ARCHIVE"]) as pinned, tarfile.open(edited, "w:gz") as out:
+        for member in ("CMakeLists.txt", "ggml/src/ggml-rpc/ggml-rpc.cpp", "src/llama-model-loader.cpp"):
+            info = pinned.getmember(f"{subdir}/{member}")
+            data = pinned.extractfile(info).read()
+            if member.endswith("ggml-rpc.cpp"):
+                data = data.replace(b"request->hash = fnv_hash((const uint8_t*)data, size);",
+                                    b"request->hash = fnv_hash((const uint8_t *) data, size);")
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+    digest = hashlib.sha256(edited.read_bytes()).hexdigest()
+    result, untouched = converge(host, tmp_path, llama_build_archive_src=str(edited), llama_build_archive_sha256=digest,
+                                 llama_build_patches=["rpc_hash_ahead"])
+    assert result.returncode != 0
+    assert "The patch rpc_hash_ahead (llama_build_patches) does not apply to the llama.cpp source of b11312" in result.stdout, \
+        result.stdout[-3000:]
+    assert "FAILED" in result.stdout and "ggml-rpc.cpp" in result.stdout, result.stdout[-3000:]
+    assert "Install build-essential" not in result.stdout, "the compilers were installed before the patch was tried"
     assert untouched

@@ -1,0 +1,64 @@
+"""The collection's patches to llama.cpp (roles/llama_build/files/patches/<release>/<name>.patch) against the release
+each is written for: the pinned source of the test archive (tests/bed/sources.sh). Each applies whole with no fuzz and
+touches only the files it names; that it builds, and what a build with it does, is tests/integration/test_hash_ahead.py's."""
+
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from tests.unit.plugins.module_utils.input_rules.rules import ROOT, defaults
+
+PATCHES = ROOT / "roles" / "llama_build" / "files" / "patches"
+ARCHIVE = os.environ.get("LLAMA_RPC_TEST_ARCHIVE", "")
+SUBDIR = os.environ.get("LLAMA_RPC_TEST_ARCHIVE_SUBDIR", "")
+
+
+def patch_files():
+    return sorted(PATCHES.glob("*/*.patch"))
+
+
+def touched(patch):
+    return sorted(set(re.findall(r"^\+\+\+ b/(\S+)", patch.read_text(), re.M)))
+
+
+@pytest.mark.parametrize("patch", patch_files(), ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_each_patch_applies_to_its_release_exactly(patch, tmp_path):
+    if not (ARCHIVE and os.path.exists(ARCHIVE)):
+        pytest.fail("the pinned llama.cpp source (LLAMA_RPC_TEST_ARCHIVE) is not there: run through make test or make units")
+    if shutil.which("patch") is None:
+        pytest.fail("no patch program: install it (apt-get install patch; make test's host setup does)")
+    # the test archive is the pinned release; a patch for another release cannot be checked against it
+    assert patch.parent.name == defaults("llama_build")["llama_build_version"], "a patch for a release nothing pins"
+    files = touched(patch)
+    assert files and all(name.startswith(("ggml/", "src/")) for name in files), files
+    with tarfile.open(ARCHIVE) as archive:
+        for name in files:
+            target = tmp_path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(archive.extractfile(f"{SUBDIR}/{name}").read())
+    applied = subprocess.run(["patch", "--batch", "--forward", "--fuzz=0", "-p1", "-d", str(tmp_path), "-i", str(patch)],
+                             capture_output=True, text=True, check=False)
+    assert applied.returncode == 0 and "offset" not in applied.stdout, applied.stdout + applied.stderr
+    # and comes off again, leaving the release as it was
+    reverted = subprocess.run(["patch", "--batch", "-R", "--fuzz=0", "-p1", "-d", str(tmp_path), "-i", str(patch)],
+                              capture_output=True, text=True, check=False)
+    assert reverted.returncode == 0, reverted.stdout + reverted.stderr
+    with tarfile.open(ARCHIVE) as archive:
+        for name in files:
+            assert (tmp_path / name).read_bytes() == archive.extractfile(f"{SUBDIR}/{name}").read(), name
+
+
+def test_the_hash_ahead_patch_keeps_the_hash_and_the_messages():
+    """What makes a stock worker serve the patched master and write the same cache files: the patch adds no RPC command,
+    changes no message and leaves fnv_hash as it is (its only hash is that function)."""
+    text = (PATCHES / "b11312" / "rpc_hash_ahead.patch").read_text()
+    removed = [line[1:] for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:] for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert not any("RPC_CMD_" in line or "struct rpc_msg" in line or "RPC_PROTO" in line for line in removed + added)
+    assert not any("fnv_prime" in line or "0xcbf29ce484222325" in line for line in removed + added)
+    assert [line.strip() for line in removed] == ["request->hash = fnv_hash((const uint8_t*)data, size);"] * 2
+    assert "GGML_RPC_LOAD_THREADS" in text
