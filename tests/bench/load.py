@@ -20,6 +20,9 @@ llama-completion), the collection's cache helper, and its staging modules. Print
    worker's own work per byte is measured again at each size, over the model file itself: on this machine it costs
    more per byte as the worker's footprint grows (the kernel's system time on fresh memory: 1.0 to 1.3 GB/s at 1 GB,
    0.6 to 0.9 GB/s at 6 GB), which a constant measured at 1 GB does not see.
+   Each load twice, side by side: through the stock master, and through the master built with the collection's
+   hash-ahead patch (llama_build_patches: [rpc_hash_ahead]) hashing on every core, its prediction with as many
+   hash threads and the cores the master and the worker share here; the worker is stock's for both.
    Each load also records the worker's and the master's CPU time, the bytes they read from the disk, and the memory
    and write-back the machine held when it started.
 
@@ -131,12 +134,14 @@ def cpu_seconds(pid):
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def load_ms(bin_dir, model, endpoint):
-    """llama-completion through the worker, one token; its load time (retrying a run that lost its log)."""
+def load_ms(bin_dir, model, endpoint, env=None):
+    """llama-completion through the worker, one token; its load time (retrying a run that lost its log). env: what the
+    master's build reads (GGML_RPC_LOAD_THREADS for the hash-ahead build)."""
     command = [str(bin_dir / "llama-completion"), "-m", str(model), "--rpc", endpoint, "-ngl", "999", "-fit", "off",
                "-n", "1", "-p", "Hello", "-no-cnv", "-lv", "4", "-c", "256", "-t", "1"]
     for _attempt in range(3):
-        run = subprocess.run(command, capture_output=True, env=dict(os.environ, GGML_NO_BACKTRACE="1"), check=False)
+        run = subprocess.run(command, capture_output=True, env=dict(os.environ, GGML_NO_BACKTRACE="1", **(env or {})),
+                             check=False)
         log = run.stderr.decode("utf-8", "replace")
         if run.returncode == 0 and llama_log.complete(log):
             return llama_log.perf(log)["load_ms"]
@@ -209,10 +214,14 @@ def main():
     tool, paths_tool = str(work / "llama-rpc-cache"), str(work / "worker-paths")
     subprocess.run(["cc", "-O2", "-o", tool, str(TOOL_SOURCE)], check=True)
     subprocess.run(["cc", "-O2", "-o", paths_tool, str(Path(__file__).with_name("worker_paths.c"))], check=True)
-    from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.cpu_flags import describe_cpu
     from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import load_time
-    cpu = describe_cpu(Path("/proc/cpuinfo").read_text(), "x86_64")
-    bin_dir = llama_cpp.build("x86_64", cpu["cmake_args"], ["ggml-rpc-server", "llama-completion"])
+    # Both built by the llama_build role (the one of make test, kept in the build cache): stock, and the master's
+    # hash-ahead build (llama_build_patches: [rpc_hash_ahead]) on every core; the worker is stock's for both.
+    bin_dir = llama_cpp.role_build(work / "stock-build")
+    cores = len(os.sched_getaffinity(0))
+    masters = {"stock": (bin_dir, {}, 1),
+               "hash-ahead": (llama_cpp.role_build(work / "hash-ahead-build", patches=["rpc_hash_ahead"]),
+                              {"GGML_RPC_LOAD_THREADS": str(cores)}, cores)}
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
     # 1. constants, measured in this run
@@ -263,14 +272,16 @@ def main():
         # each load's time, and the tensors the worker stored in its cache during it (none once staged)
         measured, stored, seen = {}, {}, {}
 
-        def timed_load(state, worker):
+        def timed_load(state, worker, master_name):
             """One load, with what the machine held when it started and what came from the disk during it."""
+            master_bin, master_env, _threads = masters[master_name]
+            state = (master_name, state)
             worker.wait_for_memory_back()
             pid = worker.process.pid
             memory, status, saved_before = proc_numbers("/proc/meminfo"), proc_numbers(f"/proc/{pid}/status"), worker.saved()
             worker_read, worker_cpu = proc_numbers(f"/proc/{pid}/io")["read_bytes"], cpu_seconds(pid)
             master_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # llama-completion, once it has exited
-            measured[state] = load_ms(bin_dir, model, f"127.0.0.1:{worker.port}") / 1000
+            measured[state] = load_ms(master_bin, model, f"127.0.0.1:{worker.port}", master_env) / 1000
             stored[state] = worker.saved() - saved_before
             worker_after, master_after = cpu_seconds(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
             seen[state] = {"dirty_gb_at_start": round((memory["Dirty"] + memory["Writeback"]) * 1024 / 1e9, 2),
@@ -283,33 +294,40 @@ def main():
                            "worker_disk_read_gb": round((proc_numbers(f"/proc/{pid}/io")["read_bytes"] - worker_read) / 1e9, 2),
                            "master_disk_read_gb": round((master_after.ru_inblock - master_before.ru_inblock) * 512 / 1e9, 2)}
 
-        with Worker(bin_dir, work / "cold") as worker:
-            timed_load("cold", worker)
-        subprocess.run(["rm", "-rf", str(work / "cold")], check=True)
-        with Worker(bin_dir, work / "staged") as worker:
-            staging_s = stage(model, tool, f"127.0.0.1:{worker.port}", work)
-            for state in ("staged", "warm"):
-                timed_load(state, worker)
-        subprocess.run(["rm", "-rf", str(work / "staged")], check=True)
+        # stock, then the hash-ahead master, each with a worker of its own (a fresh cache, or a fresh staging)
+        for master_name in masters:
+            with Worker(bin_dir, work / "cold") as worker:
+                timed_load("cold", worker, master_name)
+            subprocess.run(["rm", "-rf", str(work / "cold")], check=True)
+            with Worker(bin_dir, work / "staged") as worker:
+                staging_s = stage(model, tool, f"127.0.0.1:{worker.port}", work)
+                for state in ("staged", "warm"):
+                    timed_load(state, worker, master_name)
+            subprocess.run(["rm", "-rf", str(work / "staged")], check=True)
         for state in ("cold", "staged", "warm"):
-            predicted = load_time.predict(model_bytes, hashed, len(sent), worker_spec, master, constants["network_rate"],
-                                          state)
-            rows.append({"gb_to_worker": round(model_bytes / 1e9, 2), "state": state, "measured_s": round(measured[state], 2),
-                         "predicted_s": predicted["seconds"], "ratio": round(measured[state] / predicted["seconds"], 2),
-                         "bound": predicted["bound"], "parts": predicted["parts"], "tensors_stored": stored[state],
-                         "worker_rates_at_size": at_size,
-                         **seen[state]})
-            print(f"{model_bytes / 1e9:5.2f} GB {state:6s}: measured {measured[state]:6.2f} s ({stored[state]} tensors "
-                  f"stored by the worker), predicted {predicted['seconds']:6.2f} s, measured / predicted "
-                  f"{rows[-1]['ratio']:.2f} ({predicted['bound']}); {seen[state]}", flush=True)
+            for master_name, (_bin, _env, threads) in masters.items():
+                key = (master_name, state)
+                predicted = load_time.predict(model_bytes, hashed, len(sent), worker_spec, master,
+                                              constants["network_rate"], state, hash_threads=threads, shared_cores=cores)
+                rows.append({"gb_to_worker": round(model_bytes / 1e9, 2), "master": master_name, "state": state,
+                             "measured_s": round(measured[key], 2), "predicted_s": predicted["seconds"],
+                             "ratio": round(measured[key] / predicted["seconds"], 2), "bound": predicted["bound"],
+                             "parts": predicted["parts"], "tensors_stored": stored[key], "worker_rates_at_size": at_size,
+                             **seen[key]})
+                print(f"{model_bytes / 1e9:5.2f} GB {state:6s} {master_name:10s}: measured {measured[key]:6.2f} s "
+                      f"({stored[key]} tensors stored by the worker), predicted {predicted['seconds']:6.2f} s, measured / "
+                      f"predicted {rows[-1]['ratio']:.2f} ({predicted['bound']}); {seen[key]}", flush=True)
+            stock_s, ahead_s = measured[("stock", state)], measured[("hash-ahead", state)]
+            print(f"{model_bytes / 1e9:5.2f} GB {state:6s}: hash-ahead / stock {ahead_s / stock_s:.2f}", flush=True)
         print(f"{model_bytes / 1e9:5.2f} GB staging (rpc_tensor_send): {staging_s:.1f} s", flush=True)
         model.unlink()
 
-    print("\n| GB to the worker | Cache | Measured (s) | Predicted (s) | Measured / predicted | Bound |")
-    print("|---:|---|---:|---:|---:|---|")
+    print("\n| GB to the worker | Cache | Master | Measured (s) | Predicted (s) | Measured / predicted | Bound |")
+    print("|---:|---|---|---:|---:|---:|---|")
     for row in rows:
-        print(f"| {row['gb_to_worker']} | {row['state']} | {row['measured_s']} | {row['predicted_s']} | {row['ratio']} "
-              f"| {row['bound']} |")
+        print(f"| {row['gb_to_worker']} | {row['state']} | {row['master']} | {row['measured_s']} | {row['predicted_s']} "
+              f"| {row['ratio']} | {row['bound']} |")
+    print(f"(hash-ahead: GGML_RPC_LOAD_THREADS={cores}, the worker on the same {cores} cores)")
     within = [row for row in rows if 0.8 <= row["ratio"] <= 1.2]
     print(f"\n{len(within)} of {len(rows)} predictions within 20% of the measured load")
     results = {"constants": constants, "loads": rows}

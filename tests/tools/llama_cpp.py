@@ -129,12 +129,13 @@ def cpu_probe(build_bin, compiler):
     return probe
 
 
-def role_build(work_dir):
+def role_build(work_dir, patches=()):
     """llama.cpp for this machine (x86_64), built by the llama_build role itself the way the scenarios build it: in a
     Debian 12 container with their compiler cache (ccache-bookworm), and kept in the controller's cache of built
     binaries that make demo uses too (artifacts). So one compile serves the host-side tests, the scenarios' Debian 12
     hosts (which then hit the compiler cache) and the demo, and a later run unpacks the kept build without compiling.
-    Returns the bin directory of the build, unpacked on this machine."""
+    Returns the bin directory of the build, unpacked on this machine. patches: llama_build_patches (a build of its own,
+    compiled in the same container and compiler cache, so only what the patches change compiles again)."""
     from tests.tools import containers  # docker, only here: the benchmarks import this module without it
 
     artifacts = BUILD_CACHE / "artifacts"
@@ -145,9 +146,11 @@ def role_build(work_dir):
     # fresh machine: the first build was killed).
     # Once per make test (tests/run.sh names the file): the second process takes the first one's build, which the role
     # on a fresh host has just proved, instead of running the role again on another one to unpack the same build.
-    done = os.environ.get("LLAMA_RPC_ROLE_BUILD_DONE")
+    done = os.environ.get("LLAMA_RPC_ROLE_BUILD_DONE") if not patches else None
     with open(BUILD_CACHE / "role-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if patches:
+            return _role_build_locked(work_dir, containers, artifacts, compiler_cache, list(patches))
         kept = Path(Path(done).read_text()) if done and os.path.isfile(done) else None
         if kept and kept.is_dir():
             return kept
@@ -157,10 +160,11 @@ def role_build(work_dir):
         return bin_dir
 
 
-def _role_build_locked(work_dir, containers, artifacts, compiler_cache):
+def _role_build_locked(work_dir, containers, artifacts, compiler_cache, patches=()):
     with containers.throwaway_host("llama-rpc-role-build", "llama-rpc-role-build", work_dir, compiler_cache) as (host, hosts):
         result = containers.run_playbook(hosts, ROOT / "tests" / "playbooks" / "llama_build.yml",
-                                         dict(containers.archive_source_vars(), llama_build_controller_cache=str(artifacts)),
+                                         dict(containers.archive_source_vars(), llama_build_controller_cache=str(artifacts),
+                                              llama_build_patches=list(patches)),
                                          timeout=3600)
         if result.returncode:
             raise RuntimeError(f"the llama_build role failed:\n{result.stdout[-3000:]}{result.stderr[-2000:]}")

@@ -389,14 +389,20 @@ def test_it_becomes_the_program_once_the_workers_accept(tmp_path):
     file); with a worker that refuses, it exits 1 after the bound, the program never started."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
+    listener.listen(16)  # one connection per run, never accepted
     script = ROOT / "roles" / "rpc_master" / "files" / "llama-server-wait-workers.py"
     marker = tmp_path / "started"
-    program = ["--", "/bin/sh", "-c", "echo started > %s" % marker]
+    program = ["--", "/bin/sh", "-c", "echo started $GGML_RPC_LOAD_THREADS > %s" % marker]
     env = {"LLAMA_ARG_RPC": "127.0.0.1:%d" % listener.getsockname()[1], "PATH": "/usr/bin:/bin"}
     run = subprocess.run([sys.executable, str(script), "--timeout", "5"] + program, env=env, capture_output=True,
                          text=True, timeout=30, check=False)
     assert run.returncode == 0 and marker.read_text() == "started\n", run.stdout + run.stderr
+    # the hash-ahead's "all" (rpc_master_load_threads 0) becomes the CPUs the unit may run on; a number stays
+    for value, expected in (("all", str(len(os.sched_getaffinity(0)))), ("3", "3")):
+        run = subprocess.run([sys.executable, str(script), "--timeout", "5"] + program,
+                             env=dict(env, GGML_RPC_LOAD_THREADS=value), capture_output=True, text=True, timeout=30,
+                             check=False)
+        assert run.returncode == 0 and marker.read_text() == "started %s\n" % expected, run.stdout + run.stderr
     listener.close()
     marker.unlink()
     refused = subprocess.run([sys.executable, str(script), "--timeout", "1"] + program, env=env, capture_output=True,

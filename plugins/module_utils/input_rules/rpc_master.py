@@ -40,6 +40,8 @@ def rpc_master(settings):
             ("rpc_master_server_parallel", at_least(s["rpc_master_server_parallel"], 1), "set it to 1 or more (slots)."),
             ("rpc_master_threads", s["rpc_master_threads"] is None or at_least(s["rpc_master_threads"], 1),
              "set it to 1 or more, or null (llama.cpp's choice)."),
+            ("rpc_master_load_threads", in_range(s["rpc_master_load_threads"], 0, 256),
+             "set it from 0 (every CPU of the master) to 256 (threads that hash the model ahead of the load)."),
             ("rpc_master_model_download_timeout", at_least(s["rpc_master_model_download_timeout"], 1),
              "set it to 1 second or more."),
             ("rpc_master_model_read_timeout", at_least(s["rpc_master_model_read_timeout"], 1), "set it to 1 second or more."),

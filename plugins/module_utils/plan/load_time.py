@@ -77,7 +77,8 @@ def figure(name):
     return FIGURES[name][0]
 
 
-def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, state, master_bytes=0):
+def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, state, master_bytes=0, hash_threads=1,
+            shared_cores=0):
     """The first load of a model split across workers.
 
     model_bytes:  bytes of the weights that go to the workers
@@ -91,6 +92,12 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
                   "staged" or "warm" (every hashed tensor is in the worker's cache)
     master_bytes: bytes of the weights the master keeps (0 when every layer and the output go to the workers, but
                   for the token embeddings)
+    hash_threads: threads that hash ahead of the loader (the rpc_hash_ahead patch, GGML_RPC_LOAD_THREADS); 1: stock,
+                  which hashes on the loader's thread. With more, the master's read and hash of the tensors ahead run
+                  on that many cores while the loader waits for a worker, so on a hit too the master's part and the
+                  workers' count once, the longer of them.
+    shared_cores: when the workers run on the master's own cores (a benchmark on one machine), how many there are:
+                  the master's and the workers' CPU work together cannot take less than their sum over those cores.
 
     Returns {"seconds", "bound", "parts": {"master_read", "master_hash", "transfer", "workers", "per_tensor"},
              "bytes_sent"}.
@@ -112,7 +119,10 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     master_own = master_bytes * read_per_byte
     master_read = model_bytes * read_per_byte + master_own
     master_hash = hashed_bytes / hash_rate
-    master_hashed = hashed_bytes * read_per_byte + master_hash
+    # ahead of the loader, the threads share the page cache's reads and the hashing; a disk reads no faster for them
+    threads = max(1, int(hash_threads))
+    master_hashed = hashed_bytes * (in_memory / memory_rate / threads + (1 - in_memory) / master["disk_read"]) \
+        + master_hash / threads
     master_unhashed = unhashed * read_per_byte
     transfer = bytes_sent / network_rate
 
@@ -141,12 +151,25 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     # bench-load, 1 to 6 GB, two runs) were 0.78 to 1.00 of the steps' sum.
     per_tensor = tensors * figure("per_tensor_s")
     master_message = 0.0 if hit else hashed_bytes / hit_rate
-    hashed_phase = master_hashed + worker_hashed if hit else master_message + max(master_hashed, worker_hashed)
+    if hit and threads == 1:
+        hashed_phase = master_hashed + worker_hashed
+    else:
+        hashed_phase = master_message + max(master_hashed, worker_hashed)
+    if shared_cores:
+        cpu_work = master_message + hashed_bytes * in_memory / memory_rate + master_hash + worker_hashed
+        hashed_phase = max(hashed_phase, cpu_work / shared_cores)
     total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor + master_own
     parts = {"master_read": master_read, "master_hash": master_hash + master_message, "transfer": transfer,
              "workers": worker_hashed + worker_unhashed, "per_tensor": per_tensor}
     if transfer >= hashed_phase:
         bound = "the network (one TCP flow per worker)"
+    elif shared_cores and hashed_phase > master_message + max(master_hashed, worker_hashed) and (hit or threads > 1):
+        bound = "the cores the master and the workers share (%d)" % shared_cores
+    elif hit and threads > 1:
+        bound = ("the workers' cache reads (%s), while the master hashes ahead on %d threads"
+                 % ("their disks" if not all(w.get("cache_in_memory") for w in workers) else "copies in memory", threads)
+                 if worker_hashed >= master_hashed else
+                 "the master's hashing ahead on %d threads (FNV-1a, a tensor per thread)" % threads)
     elif hit:
         bound = ("the master's hashing and the workers' cache reads, one after the other (FNV-1a on one core, "
                  + ("the workers' disks)" if not all(w.get("cache_in_memory") for w in workers) else "copies in memory)"))
@@ -156,7 +179,8 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     elif hashed_bytes * read_per_byte >= master_hash:
         bound = "the master's model read (%s)" % ("its disk" if in_memory < 1 else "page cache")
     else:
-        bound = "the master's hashing (FNV-1a on one core)"
+        bound = ("the master's hashing (FNV-1a on one core)" if threads == 1 else
+                 "the master's hashing ahead on %d threads (FNV-1a, a tensor per thread)" % threads)
     return {"seconds": round(total, 1), "bound": bound, "parts": {key: round(value, 1) for key, value in parts.items()},
             "bytes_sent": int(bytes_sent)}
 

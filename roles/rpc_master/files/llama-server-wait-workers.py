@@ -83,6 +83,9 @@ def main(argv=None):
             "(systemctl start llama-rpc-worker@main), or check the network between the master and them."
             % (", ".join("%s:%d" % worker for worker in silent), args.timeout))
         return 1
+    # rpc_master_load_threads 0: the build's hash-ahead on every CPU this unit may run on
+    if os.environ.get("GGML_RPC_LOAD_THREADS") == "all":
+        os.environ["GGML_RPC_LOAD_THREADS"] = str(len(os.sched_getaffinity(0)))
     os.execv(program[0], program)
     return 1  # not reached: execv replaces this process
 

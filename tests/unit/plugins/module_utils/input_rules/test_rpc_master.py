@@ -29,6 +29,8 @@ MASTER_CASES = {
         ["Out of range: rpc_master_context_size=-1: set it to 0 (the model's) or more. rpc_master_probe_timeout=0: set it "
          "above 0 (seconds)."]),
     "threads of 0": ({"rpc_master_threads": 0}, ["rpc_master_threads=0: set it to 1 or more, or null"]),
+    "negative load threads": ({"rpc_master_load_threads": -1}, ["rpc_master_load_threads=-1: set it from 0 (every CPU"]),
+    "load threads not a number": ({"rpc_master_load_threads": "many"}, ["rpc_master_load_threads=many: set it from 0"]),
     "download bounds of 0": ({"rpc_master_model_download_timeout": 0, "rpc_master_model_read_timeout": 0,
                               "rpc_master_model_download_attempts": 0, "rpc_master_model_download_parallel": 0},
                              ["rpc_master_model_download_timeout=0: set it to 1 second or more. rpc_master_model_read_timeout=0: "

@@ -71,7 +71,7 @@ def test_the_405b_load_is_explained_within_30_percent():
     assert inside["bound"] == outside["bound"] == "the master's model read (its disk)"
 
 
-def staged_70b(worker_caches_in_memory, master_cached=True):
+def staged_70b(worker_caches_in_memory, master_cached=True, hash_threads=1):
     """The AWS defaults: the master holds the model in its page cache (c8g.8xlarge, 64 GiB, the model read once by the
     staging before the load), the workers' caches on gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps). With
     worker_caches_in_memory, workers whose page cache keeps their cache files beside their share of the weights
@@ -81,7 +81,7 @@ def staged_70b(worker_caches_in_memory, master_cached=True):
                     cache_in_memory=worker_caches_in_memory)] * 2
     master = {"disk_read": 1000 * MIB, "cached_bytes": sent + token_embd if master_cached else 0}
     return load_time.predict(sent, hashed, tensors, workers, master, load_time.figure("flow_rate_placement_group"), "staged",
-                             master_bytes=token_embd)
+                             master_bytes=token_embd, hash_threads=hash_threads)
 
 
 def test_the_70b_first_load_with_the_aws_defaults_and_the_floor_of_stock_llama_cpp():
@@ -111,7 +111,7 @@ def test_states_are_checked():
         reference_70b(state="lukewarm")
 
 
-def moe_400gb_on_three_c8g_48xlarge():
+def moe_400gb_on_three_c8g_48xlarge(hash_threads=1):
     """A 400 GB MoE (61 layers, nearly every byte in expert tensors over 10 MiB) on three c8g.48xlarge (384 GiB each):
     the plan spreads it over the master and two workers, a third each; the workers' caches and the master's file on
     gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps per flow). After a stop every page cache is empty: the
@@ -120,7 +120,8 @@ def moe_400gb_on_three_c8g_48xlarge():
     workers = [dict(gp3_worker(share, memory_gib=384, rate_mib=1000), cache_in_memory=False)] * 2
     master = {"disk_read": 1000 * MIB, "cached_bytes": 0}
     return load_time.predict(2 * share, 2 * share * 0.99, 61 * 12, workers, master,
-                             load_time.figure("flow_rate_placement_group"), "staged", master_bytes=share)
+                             load_time.figure("flow_rate_placement_group"), "staged", master_bytes=share,
+                             hash_threads=hash_threads)
 
 
 def test_the_time_to_serve_again_after_a_stop_on_aws():
@@ -138,3 +139,45 @@ def test_the_time_to_serve_again_after_a_stop_on_aws():
     assert moe["bytes_sent"] < 0.02 * 400e9, "a staged load sends hashes and the small tensors only"
     # The staged load with the master's page cache warm (a restart of llama-server alone) is shorter: the read goes.
     assert staged_70b(False)["seconds"] < llama_70b["seconds"]
+
+
+def test_the_hash_ahead_option_on_aws():
+    """The master's hash-ahead build (llama_build_patches: [rpc_hash_ahead]), predicted with a thread per vCPU of the
+    master (c8g.8xlarge: 32; c8g.48xlarge: 192) beside stock: the README recipe's 70B first load (staged), a restart of
+    llama-server (the same load, every cache warm in memory) and the 400 GB MoE after a stop. The master's hashing
+    leaves the path; what is left is the workers' part, filled one after another: their cache reads from gp3 with the
+    defaults, their copies in memory once their page caches hold the files (the one-minute 70B load is earned there),
+    and the master's read from its volume after a stop, which more threads do not make faster."""
+    cases = {
+        "70B staged, the AWS defaults": lambda threads: staged_70b(False, hash_threads=threads),
+        "70B restart (every cache in memory)": lambda threads: staged_70b(True, hash_threads=threads),
+        "400 GB MoE after a stop": lambda threads: moe_400gb_on_three_c8g_48xlarge(hash_threads=threads),
+    }
+    threads = {"70B staged, the AWS defaults": 32, "70B restart (every cache in memory)": 32, "400 GB MoE after a stop": 192}
+    for name, predict in cases.items():
+        stock, ahead = predict(1), predict(threads[name])
+        print(f"{name}: stock {stock['seconds']:.0f} s ({stock['bound']}); hash-ahead on {threads[name]} threads "
+              f"{ahead['seconds']:.0f} s ({ahead['bound']})")
+        assert ahead["seconds"] < stock["seconds"]
+        assert ahead["bytes_sent"] == stock["bytes_sent"], "the option changes the time, never what is sent"
+    restart_stock, restart = cases["70B restart (every cache in memory)"](1), cases["70B restart (every cache in memory)"](32)
+    assert restart_stock["seconds"] > 60 > restart["seconds"], "the one-minute 70B load, earned with caches in memory"
+    assert "workers' cache reads" in restart["bound"] and "copies in memory" in restart["bound"]
+    assert "disks" in cases["70B staged, the AWS defaults"](32)["bound"]
+    moe = cases["400 GB MoE after a stop"](192)
+    assert moe["seconds"] > 0.5 * cases["400 GB MoE after a stop"](1)["seconds"], \
+        "after a stop the volumes' reads remain: more threads do not remove them"
+    # one thread is stock's serial path, exactly
+    assert staged_70b(True, hash_threads=1) == staged_70b(True)
+
+
+def test_hash_ahead_on_shared_cores_is_bound_by_their_sum():
+    """On one machine (make bench-load: the worker on the master's two cores) the threads and the worker share the
+    cores: the load cannot take less than their CPU work over the cores, and the bound says so."""
+    args = (1e9, 1e9, 64, [{"bytes": 1e9, "memory": 24 * GIB, "disk_read": 1e9, "disk_write": 1e9,
+                            "cache_in_memory": True}], {"disk_read": 1e9, "cached_bytes": 1e9}, 5e9)
+    free, shared = (load_time.predict(*args, "staged", hash_threads=2, shared_cores=cores) for cores in (0, 2))
+    assert shared["seconds"] > free["seconds"]
+    assert shared["bound"] == "the cores the master and the workers share (2)"
+    stock = load_time.predict(*args, "staged")
+    assert stock["seconds"] > shared["seconds"] and "one after the other" in stock["bound"]
