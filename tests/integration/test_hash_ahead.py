@@ -37,7 +37,8 @@ def model(tmp_path_factory):
 
 def greedy(bin_dir, model_path, worker=None, threads=None):
     """The greedy text and llama-completion's log, through the worker when given (every layer on it)."""
-    options = f"--rpc 127.0.0.1:{worker.port} -ngl 999 -t 1" if worker else "-t 1"
+    # -lv 4: ggml's info lines, the hash-ahead's among them
+    options = (f"--rpc 127.0.0.1:{worker.port} -ngl 999 " if worker else "") + "-t 1 -lv 4"
     env = dict(os.environ, GGML_NO_BACKTRACE="1")
     env.pop("GGML_RPC_LOAD_THREADS", None)
     if threads:
