@@ -210,9 +210,9 @@ def test_an_update_that_fails_leaves_the_served_model_as_it_was(in_use):
         assert {name: count - before.get(name, 0) for name, count in host_sent(master).items()
                 if count != before.get(name, 0) and name.endswith(".gguf")} == {f"v2/tiny-0000{n}-of-00003.gguf": 1 for n in (1, 2, 3)}
         containers.checked_sh(master, f"mount -o remount,size=200m {MODELS}/.incoming")
-        model_host(master, rate=20_000_000)
+        model_host(master, rate=4_000_000)  # as below: no part ends before the disk fills
         filling = update(in_use.directory, V2, background=True)
-        wait_for_partial(master, 10_000_000)
+        wait_for_partial(master, 8_000_000)
         containers.checked_sh(master, f"fallocate -l $(( $(stat -f -c '%a * %S' {MODELS}/.incoming) )) {MODELS}/.incoming/filler "
                                       f"|| dd if=/dev/zero of={MODELS}/.incoming/filler bs=1M 2>/dev/null; true")
         output, _stderr = filling.communicate(timeout=600)
@@ -241,9 +241,10 @@ def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetch
     in the worker's cache; a rollback (rpc_master_model_release=previous) switches back with no byte fetched and
     nothing sent to the worker: the first answer again."""
     master, worker = in_use.master, in_use.worker
-    model_host(master, rate=20_000_000)
+    # slow enough that no part (45 MB) ends in the seconds a busy machine takes to see a partial one and kill
+    model_host(master, rate=4_000_000)
     killed = update(in_use.directory, V2, background=True, master=master)
-    wait_for_partial(master, 20_000_000)
+    wait_for_partial(master, 8_000_000)
     killed.kill()
     killed.wait(timeout=60)
     # and the download itself, on the master: the process that holds a part open
