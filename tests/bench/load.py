@@ -217,6 +217,8 @@ def main():
     from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import load_time
     # Both built by the llama_build role (the one of make test, kept in the build cache): stock, and the master's
     # hash-ahead build (llama_build_patches: [rpc_hash_ahead]) on every core; the worker is stock's for both.
+    for name in ("stock-build", "hash-ahead-build"):
+        (work / name).mkdir()
     bin_dir = llama_cpp.role_build(work / "stock-build")
     cores = len(os.sched_getaffinity(0))
     masters = {"stock": (bin_dir, {}, 1),
