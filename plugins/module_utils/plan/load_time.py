@@ -155,6 +155,7 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
         hashed_phase = master_hashed + worker_hashed
     else:
         hashed_phase = master_message + max(master_hashed, worker_hashed)
+    unshared = hashed_phase
     if shared_cores:
         cpu_work = master_message + hashed_bytes * in_memory / memory_rate + master_hash + worker_hashed
         hashed_phase = max(hashed_phase, cpu_work / shared_cores)
@@ -163,7 +164,7 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
              "workers": worker_hashed + worker_unhashed, "per_tensor": per_tensor}
     if transfer >= hashed_phase:
         bound = "the network (one TCP flow per worker)"
-    elif shared_cores and hashed_phase > master_message + max(master_hashed, worker_hashed) and (hit or threads > 1):
+    elif hashed_phase > unshared:
         bound = "the cores the master and the workers share (%d)" % shared_cores
     elif hit and threads > 1:
         bound = ("the workers' cache reads (%s), while the master hashes ahead on %d threads"
