@@ -146,7 +146,7 @@ def role_build(work_dir, patches=()):
     # fresh machine: the first build was killed).
     # Once per make test (tests/run.sh names the file): the second process takes the first one's build, which the role
     # on a fresh host has just proved, instead of running the role again on another one to unpack the same build.
-    done = os.environ.get("LLAMA_RPC_ROLE_BUILD_DONE") if not patches else None
+    done = os.environ.get("LLAMA_RPC_ROLE_BUILD_DONE")
     with open(BUILD_CACHE / "role-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if patches:

@@ -162,18 +162,18 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor + master_own
     parts = {"master_read": master_read, "master_hash": master_hash + master_message, "transfer": transfer,
              "workers": worker_hashed + worker_unhashed, "per_tensor": per_tensor}
+    caches_read = "copies in memory" if all(w.get("cache_in_memory") for w in workers) else "their disks"
     if transfer >= hashed_phase:
         bound = "the network (one TCP flow per worker)"
     elif hashed_phase > unshared:
         bound = "the cores the master and the workers share (%d)" % shared_cores
     elif hit and threads > 1:
-        bound = ("the workers' cache reads (%s), while the master hashes ahead on %d threads"
-                 % ("their disks" if not all(w.get("cache_in_memory") for w in workers) else "copies in memory", threads)
+        bound = ("the workers' cache reads (%s), while the master hashes ahead on %d threads" % (caches_read, threads)
                  if worker_hashed >= master_hashed else
                  "the master's hashing ahead on %d threads (FNV-1a, a tensor per thread)" % threads)
     elif hit:
-        bound = ("the master's hashing and the workers' cache reads, one after the other (FNV-1a on one core, "
-                 + ("the workers' disks)" if not all(w.get("cache_in_memory") for w in workers) else "copies in memory)"))
+        bound = ("the master's hashing and the workers' cache reads, one after the other (FNV-1a on one core, %s)"
+                 % ("the workers' disks" if caches_read == "their disks" else caches_read))
     elif worker_hashed > master_hashed:
         bound = ("the workers (hashing again and storing what they receive, one core each), while the master hashes"
                  if state == "cold" else "the workers (copying what they receive, one core each), while the master hashes")
