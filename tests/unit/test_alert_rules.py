@@ -44,7 +44,7 @@ def test_the_rules_pass_promtools_check_and_their_unit_tests(promtool, tmp_path)
     (tmp_path / "llama_rpc_rules.yml").write_text(render("llama_rpc_rules.yml.j2"))
     shutil.copy(ROOT / "tests" / "unit" / "alert_rules" / "llama_rpc_rules.test.yml", tmp_path)
     code, output = run(promtool, "check", "rules", str(tmp_path / "llama_rpc_rules.yml"))
-    assert code == 0 and "SUCCESS: 7 rules found" in output, output
+    assert code == 0 and "SUCCESS: 8 rules found" in output, output
     code, output = run(promtool, "test", "rules", str(tmp_path / "llama_rpc_rules.test.yml"))
     assert code == 0 and "SUCCESS" in output, output
 

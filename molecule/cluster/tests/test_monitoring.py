@@ -1,7 +1,8 @@
 """Watching the cluster (role monitoring, run by site.yml with monitoring_enabled): each master's Prometheus scrapes
 every node of its cluster (cluster_b's worker through the WireGuard tunnel) and its llama-server with its key, every
 target is up and the cluster's own figures are there; a worker's RPC service stopped raises its alert within the
-rule's time and resolves when it is back; an outsider reaches no exporter and no Prometheus; and no file a non-root
+rule's time and resolves when it is back, and a frozen one (its unit active) is named by its own alert; an outsider
+reaches no exporter and no Prometheus; and no file a non-root
 user reads holds llama-server's key. (The scenario scrapes every 3 s, writes the figures every 10 s and fires a down alert after 6 s: molecule.yml.)
 
 What a test reads or does on a host goes through docker."""
@@ -130,6 +131,43 @@ def test_a_stopped_worker_raises_its_alert_within_the_rules_time_and_it_resolves
     completion = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
                                              {"prompt": "Hello", "n_predict": 1, "cache_prompt": False})
     _answer, took = until(lambda: llama_cpp.answer(containers.run(master, completion)[1].decode())[0] == 200, 180, step=2)
+    assert took is not None, "llama-server does not serve completions again"
+
+
+def test_a_frozen_worker_is_named_by_its_own_alert_though_its_unit_is_active(docker_hosts):
+    """A worker's RPC process stopped (SIGSTOP: its unit stays active) and a request sent to its cluster: the request's
+    bytes sit unread on the worker, and then those of the llama-server its watchdog restarts. LlamaRpcWorkerNotAnswering
+    names the worker within the rule's path (the worker watchdog's look, the bound, the figures, a scrape), while
+    LlamaRpcServiceDown stays silent; once the worker answers again (let go, or restarted by its own watchdog) the alert
+    resolves and the cluster serves."""
+    _client, hosts = docker_hosts
+    master, worker = hosts[PLAIN_MASTER], hosts[PLAIN_WORKER]
+
+    def firing(name):
+        return [alert for alert in prometheus(master, "alerts")["alerts"] if alert["state"] == "firing"
+                and alert["labels"]["alertname"] == name and alert["labels"]["node"] == PLAIN_WORKER]
+    assert not firing("LlamaRpcWorkerNotAnswering")
+    bound = (int(SETTINGS["monitoring_alert_unanswered_seconds"]) + int(SETTINGS["rpc_worker_watchdog_interval"])
+             + int(SETTINGS["monitoring_metrics_interval"]) + 2 * int(SETTINGS["monitoring_scrape_interval"]))
+    completion = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
+                                             {"prompt": "Hello", "n_predict": 4, "cache_prompt": False})
+    containers.checked_sh(worker, "systemctl kill -s SIGSTOP llama-rpc-worker@main")
+    try:
+        containers.checked_sh(master, "systemd-run --unit frozen-worker-request " + shlex.join(completion))
+        alerts, took = until(lambda: firing("LlamaRpcWorkerNotAnswering"), bound + 30)
+        assert took is not None, prometheus(master, "query", query="llama_rpc_worker_unanswered_seconds")["result"]
+        assert alerts[0]["labels"]["worker_instance"] == "main" and PLAIN_WORKER in alerts[0]["annotations"]["summary"], alerts
+        print(f"a frozen worker was named {took:.1f} s after it froze (the rule's path: {bound} s, and the restarts of "
+              "llama-server its stall caused)")
+        assert not firing("LlamaRpcServiceDown"), "the unit of a frozen worker is active: only its own alert is right"
+    finally:
+        containers.checked_sh(worker, "systemctl kill -s SIGCONT llama-rpc-worker@main")
+    _gone, took = until(lambda: not firing("LlamaRpcWorkerNotAnswering"), 60)
+    assert took is not None, firing("LlamaRpcWorkerNotAnswering")
+    print(f"resolved {took:.1f} s after it was let go")
+    probe = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
+                                        {"prompt": "Hello", "n_predict": 1, "cache_prompt": False})
+    _answer, took = until(lambda: llama_cpp.answer(containers.run(master, probe)[1].decode())[0] == 200, 180, step=2)
     assert took is not None, "llama-server does not serve completions again"
 
 

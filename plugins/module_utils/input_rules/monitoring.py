@@ -82,6 +82,9 @@ def _settings(s):
     if ratio is None or ratio <= 1:
         found.append("monitoring_alert_load_ratio=%s: set a ratio over 1, such as 1.5 (a load half again as long as "
                      "predicted)" % s["monitoring_alert_load_ratio"])
+    if not in_range(s.get("monitoring_alert_unanswered_seconds", 60), 1, 86400):
+        found.append("monitoring_alert_unanswered_seconds=%s: set it from 1 to 86400 seconds (how long a worker may leave "
+                     "a client waiting)" % s.get("monitoring_alert_unanswered_seconds"))
     return found
 
 

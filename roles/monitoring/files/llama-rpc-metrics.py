@@ -5,6 +5,8 @@ What node_exporter cannot see on its own, read from what the collection's roles 
 (/etc/ansible/facts.d) and from systemd:
 - each service of the collection up or down, and how often systemd restarted it (the RPC workers, llama-server);
 - each worker's tensor cache: its files, their bytes, the free space of the filesystem that holds it;
+- how long a client has waited for an answer from each worker (its watchdog looks at the port's connections and probes
+  it: a frozen worker is found by what it leaves unanswered, whatever systemd says of its unit);
 - on a master: the load of the running llama-server (from its journal: "loading model" to "model loaded") beside
   the load-time model's prediction for its plan, and the last bench's tokens per second (through the workers and alone).
 
@@ -16,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 FACTS = "/etc/ansible/facts.d"
 # The last load seen (llama-server's InvocationID and its seconds): kept, because the journal may rotate the start's
@@ -29,6 +32,8 @@ FAMILIES = {
     "llama_rpc_tensor_cache_bytes": ("gauge", "Bytes in the RPC worker instance's tensor cache."),
     "llama_rpc_tensor_cache_filesystem_avail_bytes": ("gauge", "Free bytes of the filesystem that holds the tensor cache."),
     "llama_rpc_tensor_cache_filesystem_size_bytes": ("gauge", "Size of the filesystem that holds the tensor cache."),
+    "llama_rpc_worker_unanswered_seconds": ("gauge", "Seconds a client has waited for an answer from the RPC worker instance "
+                                                     "(0: none waits), as its watchdog last saw it."),
     "llama_rpc_load_seconds": ("gauge", "Seconds the running llama-server took to load its model."),
     "llama_rpc_load_predicted_seconds": ("gauge", "The load-time model's prediction for the plan, with cold or staged caches."),
     "llama_rpc_bench_tokens_per_second": ("gauge", "The last bench.yml's tokens per second (workers 0: the master alone)."),
@@ -98,6 +103,25 @@ def cache_samples(instances):
     return lines
 
 
+# A watchdog's answer older than this is no answer: the watchdog is down (its unit's own figure says so).
+ANSWER_STALE_SECONDS = 120
+
+
+def answer_samples(instances, now):
+    """From each worker instance's watchdog (its answer_file: waited_seconds, at), while it is fresh."""
+    lines = []
+    for instance in instances:
+        try:
+            with open(instance.get("answer_file") or "") as handle:
+                answer = json.load(handle)
+            waited, at = float(answer["waited_seconds"]), float(answer["at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if now - at <= ANSWER_STALE_SECONDS:
+            lines.append(sample("llama_rpc_worker_unanswered_seconds", waited, worker_instance=instance.get("name", "")))
+    return lines
+
+
 def last_load_seconds(entries):
     """Seconds from llama-server's last "loading model" to its "model loaded", from its journal's entries
     [(microseconds, message)] in order; None when the last start has not loaded yet (or no start is there)."""
@@ -162,12 +186,13 @@ def read_facts(facts_dir):
     return {role: fact("llama_rpc_" + role, facts_dir) for role in ("worker", "master", "bench")}
 
 
-def page(facts, shown, load_seconds):
+def page(facts, shown, load_seconds, now=None):
     """The whole textfile for this host, from its published facts (read_facts), systemctl's answer (units_shown) and
     the last load's seconds."""
     worker, master = facts["worker"], facts["master"]
     lines = unit_samples(units_of(worker, master), shown)
     lines += cache_samples(worker.get("instances") or [])
+    lines += answer_samples(worker.get("instances") or [], time.time() if now is None else now)
     if master:
         lines += master_samples(master, facts["bench"], load_seconds)
     return exposition(lines)

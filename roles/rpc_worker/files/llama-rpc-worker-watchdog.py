@@ -15,13 +15,25 @@ make bench-faults shows with a compile beside the serving cluster. A probe that 
 counted.) Then this kills the worker,
 which closes every connection, and systemd starts it again (Restart=always: a kill, not a stop, so this watchdog, which
 is stopped and restarted with the worker, keeps its back-off); the master's llama-server restarts and loads again.
-Settings come from the environment; the port from the instance's settings file.
+
+It also says, at each look, how long a client has waited for an answer (ANSWER_FILE, JSON: "waited_seconds" and "at",
+read by role monitoring's figures for its alert on a worker that does not answer): the longest any connection has held
+unread bytes with nothing new received; and while no client is connected, since a probe of the port (HELLO, answered
+within PROBE_TIMEOUT seconds, at most every PROBE_EVERY seconds: the worker logs each connection) first went
+unanswered. A frozen worker that serves nobody is found by the probe; one that a client waits on, by that client.
+Settings come from the environment; the address and port from the instance's settings file.
 """
 
+import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import time
+
+HELLO = struct.pack("<BQ", 14, 24) + bytes(24)  # the RPC protocol's first command: u8 command, u64 size, 24 zero bytes
+HELLO_REPLY = 8 + 28  # u64 size, then major, minor, patch, a pad byte and 24 bytes of capabilities
 
 
 def log(message):
@@ -64,11 +76,65 @@ class StuckClients:
     def forget(self):
         self.since = {}
 
+    def longest_wait(self, now):
+        """The seconds the longest-waiting connection has held its unread bytes, with nothing new received."""
+        return max((now - first for _seen, first in self.since.values()), default=0.0)
 
-def waiting_connections(port):
-    """parse_waiting of the kernel's socket table for the worker's port (ss, netlink: this host's network namespace)."""
-    return parse_waiting(subprocess.run(["ss", "-H", "-t", "-i", "-n", "state", "established", "( sport = :%d )" % port],
-                                        capture_output=True, text=True, check=True).stdout)
+
+def answers(host, port, timeout):
+    """Whether the worker answers a HELLO on its port within timeout (a client that another holds waits too)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as connection:
+            connection.sendall(HELLO)
+            received = b""
+            while len(received) < HELLO_REPLY:  # all of it: a worker whose reply is cut may die of SIGPIPE outside systemd
+                block = connection.recv(HELLO_REPLY - len(received))
+                if not block:
+                    return False
+                received += block
+            return True
+    except OSError:
+        return False
+
+
+class Unanswered:
+    """How long the worker has left a client waiting: connections that hold unread bytes (StuckClients), or, while no
+    client is connected, the probes that went unanswered in a row."""
+
+    def __init__(self, probe, every, probe_timeout):
+        self.probe, self.every, self.probe_timeout = probe, every, probe_timeout
+        self.probed_at, self.since = None, None  # the last probe; when the first of the unanswered ones in a row began
+
+    def observe(self, clients, connected, now):
+        """The seconds a client has waited at `now`: clients is StuckClients after its observe(), connected whether any
+        client holds an established connection to the port."""
+        if connected:
+            self.since = None  # its own wait is measured by the connection
+            return clients.longest_wait(now)
+        # every `every` seconds, and at each look while unanswered (to see it answer again)
+        if self.probed_at is None or now - self.probed_at >= self.every or self.since is not None:
+            self.probed_at = now
+            if self.probe():
+                self.since = None
+            elif self.since is None:
+                self.since = now - self.probe_timeout  # it waited that long for its answer
+        return 0.0 if self.since is None else now - self.since
+
+
+def publish(path, waited, at):
+    if not path:
+        return
+    with open(path + ".tmp", "w") as handle:
+        json.dump({"waited_seconds": round(waited, 1), "at": round(at, 1)}, handle)
+    os.replace(path + ".tmp", path)
+
+
+def connections(port):
+    """The kernel's socket table for the worker's port, established connections (ss, netlink: this host's namespace):
+    its text, for parse_waiting, and whether it lists any."""
+    listed = subprocess.run(["ss", "-H", "-t", "-i", "-n", "state", "established", "( sport = :%d )" % port],
+                            capture_output=True, text=True, check=True).stdout
+    return listed, any(line.strip() and not line[0].isspace() for line in listed.splitlines())
 
 
 def main(environ=None):
@@ -80,11 +146,18 @@ def main(environ=None):
     backoff_max = float(environ.get("WATCHDOG_BACKOFF_MAX", "300"))
     log("watching %s (port %d): restart it when a client's request sits unread, with nothing new received, for %gs"
         % (unit, port, timeout))
+    host = environ.get("RPC_WORKER_HOST", "127.0.0.1")
+    probe_timeout = float(environ.get("PROBE_TIMEOUT", "3"))
+    answer_file = environ.get("ANSWER_FILE", "")
     backoff, clients = interval, StuckClients(timeout)
+    unanswered = Unanswered(lambda: answers(host, port, probe_timeout), float(environ.get("PROBE_EVERY", "60")), probe_timeout)
     while True:
         time.sleep(interval)
-        waiting = waiting_connections(port)
-        stuck = clients.observe(waiting, time.monotonic())
+        listed, connected = connections(port)
+        waiting = parse_waiting(listed)
+        now = time.monotonic()
+        stuck = clients.observe(waiting, now)
+        publish(answer_file, unanswered.observe(clients, connected, now), time.time())
         if not stuck:
             if not waiting:
                 backoff = interval
