@@ -5,6 +5,7 @@ master. Names and groups match inventories/local/hosts.yml.
     python -m demo.cluster first-load-model MODEL_DIR   (prints the model's path on the master)
     python -m demo.cluster has-tun                       (exit 0 when every container has the TUN device)
     python -m demo.cluster stop|start                    (its containers, kept with everything in them)
+    python -m demo.cluster state                         (prints running, stopped, partly running or absent)
     python -m demo.cluster down
 """
 
@@ -96,6 +97,16 @@ def power(state):
     print(f"{state}: {', '.join(container.name for container in hosts)}")
 
 
+def state():
+    """The local cluster's containers: running (all), stopped (all), partly running, or absent (none made, or not all)."""
+    client = docker.from_env()
+    found = [client.containers.list(all=True, filters={"name": f"^{name}$"}) for name in names()]
+    if not all(found):
+        return "absent"
+    running = [match[0].status == "running" for match in found]
+    return "running" if all(running) else "stopped" if not any(running) else "partly running"
+
+
 def first_token(key_file):
     """Seconds until llama-server on the master gives one token (asked once it answers /health), from now; the
     request runs on the master, at the address and with the key its unit reads."""
@@ -140,6 +151,8 @@ if __name__ == "__main__":
         sys.exit(0 if has_tun() else 1)
     elif sys.argv[1:2] in (["stop"], ["start"]):
         power(sys.argv[1])
+    elif sys.argv[1:2] == ["state"]:
+        print(state())
     elif sys.argv[1:2] == ["down"]:
         down()
     else:

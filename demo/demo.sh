@@ -153,17 +153,32 @@ PY
     python -u -m tests.bench.faults "$demo_dir" "$@" | tee "$demo_dir/faults.log"
     ;;
   stop)
-    # make demo-stop: llama-server and the workers' services (playbooks/stop.yml), then the containers
-    ansible-playbook -i inventories/local playbooks/stop.yml | tee "$demo_dir/stop.log"
-    python -m demo.cluster stop
-    say "make demo-stop: the local cluster is stopped with everything in it; make demo-start brings it back"
+    # make demo-stop: llama-server and the workers' services (playbooks/stop.yml), then the containers. A cluster
+    # stopped already says so and changes nothing; one partly running has the rest of its containers stopped.
+    case $(python -m demo.cluster state) in
+      absent) say "make demo-stop: there is no local cluster (make demo brings one up); nothing changes" ;;
+      stopped) say "make demo-stop: the local cluster is stopped already; nothing changes" ;;
+      running)
+        ansible-playbook -i inventories/local playbooks/stop.yml | tee "$demo_dir/stop.log"
+        python -m demo.cluster stop
+        say "make demo-stop: the local cluster is stopped with everything in it; make demo-start brings it back" ;;
+      *)
+        python -m demo.cluster stop
+        say "make demo-stop: the local cluster was partly running; its containers are stopped with everything in them" ;;
+    esac
     ;;
   start)
     # make demo-start: the containers, then playbooks/start.yml (the services, llama-server's first token timed from
-    # before the containers started)
-    began=$(date +%s)
-    python -m demo.cluster start
-    ansible-playbook -i inventories/local playbooks/start.yml -e start_began="$began" | tee "$demo_dir/start.log"
+    # before the containers started). A cluster running already: start.yml alone, which says so and changes nothing.
+    case $(python -m demo.cluster state) in
+      absent) die "make demo-start: there is no local cluster to start: make demo brings one up" ;;
+      running) ansible-playbook -i inventories/local playbooks/start.yml | tee "$demo_dir/start.log" ;;
+      *)
+        began=$(date +%s)
+        python -m demo.cluster start
+        ansible-playbook -i inventories/local playbooks/start.yml -e start_began="$began" -e start_hosts_started=true \
+          | tee "$demo_dir/start.log" ;;
+    esac
     ;;
   restart)
     # make bench-restart: the time to serve again after a stop, beside a first deploy's, on the local cluster, one run.
@@ -185,7 +200,8 @@ PY
     dropped_start=$(drop_caches)
     began=$(date +%s)
     python -m demo.cluster start
-    ansible-playbook -i inventories/local playbooks/start.yml -e start_began="$began" | tee "$demo_dir/restart-start.log"
+    ansible-playbook -i inventories/local playbooks/start.yml -e start_began="$began" -e start_hosts_started=true \
+      | tee "$demo_dir/restart-start.log"
     python - "$deployed" "$token" "$demo_dir/restart-start.log" "$dropped_deploy" "$dropped_start" <<'PY'
 import re, sys
 deployed, token, log, dropped_deploy, dropped_start = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]

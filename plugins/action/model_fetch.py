@@ -3,10 +3,18 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The model_fetch module, called again and again, each call working for at most progress_seconds, with the progress
 printed between calls; the whole transfer bounded by total_timeout. A module cannot print while it runs, and a 40 GB
-download must say how it is doing (the module's own documentation has the options)."""
+download must say how it is doing (the module's own documentation has the options).
+
+While a call runs, a thread here touches a lease file on the host every few seconds (its own commands through the
+connection, without become: the file is in the task's temporary directory, the connection user's); the module stops
+once the lease is older than LEASE_SECONDS. A run killed on the controller (its main process gone, or this worker
+with it) renews nothing, so no download outlives it by more than that."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import threading
 import time
 import uuid
 
@@ -45,6 +53,46 @@ def progress_line(host, step, started_done, started_at):
     return line + "; parts: " + ", ".join(states)
 
 
+LEASE_SECONDS = 15
+LEASE_EVERY = 4  # seconds between two renewals: a slow connection still renews within the lease
+
+
+class Lease:
+    """Renews the host's lease file while a module call runs, as long as the controller's main process lives."""
+
+    def __init__(self, action, path):
+        self.action, self.path = action, path
+        self.parent = os.getppid()  # the main ansible-playbook: another pid once it is gone
+        self.stop = threading.Event()
+        self.thread = None
+
+    def renew(self):
+        self.action._low_level_execute_command("touch %s" % shlex.quote(self.path), sudoable=False)
+
+    def alive(self):
+        """Whether the run that called this action still lives (a killed one leaves this worker process orphaned)."""
+        return os.getppid() == self.parent
+
+    def _run(self):
+        while not self.stop.wait(LEASE_EVERY):
+            if not self.alive():
+                return  # the run was killed: let the lease run out
+            try:
+                self.renew()
+            except Exception:  # pylint: disable=broad-except  # a failed renewal is the lease running out
+                continue
+
+    def __enter__(self):
+        self.renew()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self.stop.set()
+        self.thread.join()
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -63,13 +111,25 @@ class ActionModule(ActionBase):
         changed, first_done, fetched = False, None, 0
         run_id = uuid.uuid4().hex  # the module counts failed attempts in a row over this run's calls
         try:
+            lease = None if self._task.check_mode else \
+                Lease(self, self._connection._shell.join_path(self._make_tmp_path(), "fetch.lease"))
             while True:
+                if lease is not None and not lease.alive():  # killed: no new call, whose lease would be fresh again
+                    step = dict(failed=True, msg="the run was killed: the fetch stops (the next run resumes it)")
+                    break
                 step_seconds = progress_seconds
                 if deadline is not None:
                     step_seconds = max(1, min(progress_seconds, int(deadline - time.monotonic())))
-                step = self._execute_module(module_name="graviton.llama_rpc.model_fetch",
-                                            module_args=dict(arguments, step_seconds=step_seconds, run_id=run_id),
-                                            task_vars=task_vars)
+                module_args = dict(arguments, step_seconds=step_seconds, run_id=run_id)
+                if lease is None:
+                    step = self._execute_module(module_name="graviton.llama_rpc.model_fetch", module_args=module_args,
+                                                task_vars=task_vars)
+                else:
+                    with lease:
+                        step = self._execute_module(module_name="graviton.llama_rpc.model_fetch",
+                                                    module_args=dict(module_args, lease_file=lease.path,
+                                                                     lease_seconds=LEASE_SECONDS),
+                                                    task_vars=task_vars)
                 changed = changed or bool(step.get("changed"))
                 fetched += int(step.get("fetched_bytes") or 0)
                 if first_done is None and not step.get("waiting_for"):

@@ -64,6 +64,12 @@ options:
     description:
       - The master's C(free) and C(total) bytes. Default, this host's C(MemAvailable) and C(MemTotal).
     type: dict
+  server_pid:
+    description:
+      - The running llama-server this plan would replace, planned before it is stopped. Its private memory (C(RssAnon))
+        counts as the master's free memory, since it returns once the server stops. V(0) counts none.
+    type: int
+    default: 0
   master_reserved_bytes:
     description: Bytes the master holds beside the model, counted in its need (llama-server's prompt cache, C(--cache-ram)).
     type: int
@@ -73,6 +79,14 @@ options:
       - Ask llama.cpp, with C(program) (the build's C(llama-fit-params)), C(flash_attn) (C(auto), C(on) or C(off), as
         llama-server runs; default C(auto)) and C(timeout) (seconds per projection, default 300). The workers must be
         free (a worker serves one client at a time).
+      - With C(stand_ins) (the path of the master's C(ggml-rpc-server)), the projection asks stand-ins of the workers
+        instead, started on the master's loopback for its duration, for the plan of a model whose workers a running
+        llama-server holds. Their memory is O(workers)' figures, as always.
+    type: dict
+  plan:
+    description:
+      - A plan made before (the one llama-server runs with, RV(plan)). Nothing is planned or projected; the model's headers
+        are read and RV(load) is predicted for that plan with O(load_figures).
     type: dict
   load_figures:
     description:
@@ -173,6 +187,8 @@ load:
   type: dict
 """
 
+import contextlib
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
@@ -181,13 +197,21 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp impor
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import PlanError, plan
 
 
-def meminfo():
+def meminfo(server_pid=0):
+    """The master's free and total bytes; with server_pid, that process's private memory counts as free."""
     values = {}
     with open("/proc/meminfo") as handle:
         for line in handle:
             key, _sep, rest = line.partition(":")
             values[key] = int(rest.split()[0]) * 1024
-    return {"free": values["MemAvailable"], "total": values["MemTotal"]}
+    returning = 0
+    if server_pid:
+        try:
+            with open("/proc/%d/status" % server_pid) as handle:
+                returning = next((int(line.split()[1]) * 1024 for line in handle if line.startswith("RssAnon:")), 0)
+        except OSError:
+            returning = 0  # it ended meanwhile: its memory is free already
+    return {"free": values["MemAvailable"] + returning, "total": values["MemTotal"]}
 
 
 def worker_memory(worker):
@@ -198,8 +222,9 @@ def worker_memory(worker):
             "total": sum(int(device["total"]) for device in devices)}
 
 
-def projector_for(module, params, model_path):
-    """llama_fit.project bound to this model and llama-server's settings, or None."""
+def projector_for(module, params, model_path, stand_ins=None):
+    """llama_fit.project bound to this model and llama-server's settings, or None. stand_ins: {worker endpoint: the
+    endpoint of its stand-in}, asked in its place."""
     options = params["projection"]
     if not options:
         return None
@@ -207,13 +232,19 @@ def projector_for(module, params, model_path):
     flash_attn = str(options.get("flash_attn") or "auto")
     if flash_attn not in ("auto", "on", "off"):
         raise ValueError("projection.flash_attn must be auto, on or off, not %r" % flash_attn)
+    stand_ins = stand_ins or {}
+    worker_of = {stand_in: worker for worker, stand_in in stand_ins.items()}
 
     def project(endpoints, gpu_layers, split, context, slots):
         try:
-            return llama_fit.project(module.run_command, program, model_path, endpoints, gpu_layers, split, context, slots,
-                                     flash_attn, timeout=int(options.get("timeout") or 300))
+            projected = llama_fit.project(module.run_command, program, model_path,
+                                          [stand_ins.get(endpoint, endpoint) for endpoint in endpoints], gpu_layers, split,
+                                          context, slots, flash_attn, timeout=int(options.get("timeout") or 300))
         except llama_fit.ProjectionError as error:
             raise PlanError("llama.cpp's projection of the model failed: %s" % error)
+        projected["workers"] = {worker_of.get(endpoint, endpoint): figures
+                                for endpoint, figures in projected["workers"].items()}
+        return projected
 
     return project
 
@@ -228,8 +259,10 @@ def main():
             ubatch_size=dict(type="int", default=512),
             memory_fraction=dict(type="float", default=0.75),
             master_memory=dict(type="dict"),
+            server_pid=dict(type="int", default=0),
             master_reserved_bytes=dict(type="int", default=0),
             projection=dict(type="dict"),
+            plan=dict(type="dict"),
             load_figures=dict(type="dict"),
         ),
         supports_check_mode=True,
@@ -258,15 +291,26 @@ def main():
     info = {key: value for key, value in shape.items() if key not in ("layer_bytes", "kv")}
     info.update(file_size=model["file_size"], parts=[part["path"] for part in model["parts"]],
                 base_name=gguf.set_base_name(params["path"]))
-    if not workers:
+    if not workers and not params["plan"]:
         module.exit_json(changed=False, model=info, plan=None)
-    master = params["master_memory"] or meminfo()
-    try:
-        projector = projector_for(module, params, params["path"])
-        result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"], params["slots"],
-                      projector=projector, master_reserved=params["master_reserved_bytes"])
-    except (PlanError, ValueError) as error:
-        module.fail_json(msg=str(error), model=info)
+    if params["plan"]:
+        result = params["plan"]
+    else:
+        master = params["master_memory"] or meminfo(params["server_pid"])
+        stand_in_program = (params["projection"] or {}).get("stand_ins")
+        try:
+            with contextlib.ExitStack() as stack:
+                stand_ins = {}
+                if stand_in_program:
+                    started = stack.enter_context(llama_fit.stand_ins(stand_in_program, len(workers)))
+                    stand_ins = dict(zip((worker["endpoint"] for worker in workers), started))
+                projector = projector_for(module, params, params["path"], stand_ins)
+                result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],
+                              params["slots"], projector=projector, master_reserved=params["master_reserved_bytes"])
+        except llama_fit.ProjectionError as error:
+            module.fail_json(msg="llama.cpp's projection of the model failed: %s" % error, model=info)
+        except (PlanError, ValueError) as error:
+            module.fail_json(msg=str(error), model=info)
     load = None
     if params["load_figures"]:
         figures = params["load_figures"]

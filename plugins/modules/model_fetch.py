@@ -15,9 +15,10 @@ description:
     O(models_dir) named after the model and its bytes (C(NAME-<12 hex digits>)), beside whatever the master serves. Each
     part is downloaded into C(.incoming/NAME-...) (resumed from the bytes it has with an HTTP C(Range) request, retried
     with back-off), checked against its sha256, and the whole set's headers are read (a part of another set, overlapping
-    parts, a type llama.cpp lacks); only then is the directory moved into place, in one step. A release is never
-    written again, so a failure at any point leaves every model on the master as it was. A part the master already holds
-    verified (in another release) is linked, not fetched.
+    parts, a type llama.cpp lacks); only then is the directory moved into place, in one step, or with O(place=false)
+    left staged (its manifest written) for M(graviton.llama_rpc.model_releases) to place once the set is planned. A
+    release is never written again, so a failure at any point leaves every model on the master as it was. A part the
+    master already holds verified (in another release) is linked, not fetched.
   - Parts without C(src) are files already on the master (a path model), verified where they are and never changed.
   - A part verified once is not hashed again while its size, modification time and inode stay the same (a record in
     O(state_dir)), unless O(recheck). Hashing runs in a process of its own, so a 200 GB part's hashing reports progress.
@@ -101,6 +102,24 @@ options:
     description: Hash every part again, even those verified before and unchanged since (their files are only read).
     type: bool
     default: false
+  place:
+    description:
+      - Move a verified release into place. V(false) leaves it staged in C(.incoming/NAME) (RV(release.placed) false,
+        RV(release.load_path) where llama.cpp can read it there), so that nothing is placed before the set is planned.
+    type: bool
+    default: true
+  lease_file:
+    description:
+      - A file the caller touches while it waits for this call (the action plugin does, every few seconds, through its
+        connection). When its modification time is more than O(lease_seconds) old, or it is gone, the call stops at its
+        next block of bytes and returns, so that a run killed on the controller leaves no download going on the master.
+        Empty means no lease.
+    type: path
+    default: ""
+  lease_seconds:
+    description: How old O(lease_file) may be before this call stops.
+    type: int
+    default: 15
   run_id:
     description:
       - Failed attempts in a row are counted over the calls that share this id (the action plugin gives each task run
@@ -138,8 +157,9 @@ model_path:
   returned: always
   type: str
 release:
-  description: For a download, the release C(name), C(dir) and C(digest) (the sha256 of the parts' sha256s); none for a
-    path model, or while its checksums are not known yet.
+  description: For a download, the release C(name), C(dir), C(digest) (the sha256 of the parts' sha256s), C(placed) (in
+    C(dir), or still staged) and C(load_path) (the first part where it is now); none for a path model, or while its
+    checksums are not known yet.
   returned: always
   type: dict
 parts:
@@ -180,7 +200,6 @@ import errno
 import hashlib
 import json
 import os
-import shutil
 import threading
 import time
 from urllib.error import HTTPError
@@ -193,7 +212,7 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_dow
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_source import parse_sha256sums
 
 CHUNK = 1 << 20
-RECORD = "verified.json"
+RECORD = model_releases.RECORD
 # A hashing process that has written no report this long after it was started never ran: start it again.
 HASH_START_SECONDS = 60
 
@@ -239,6 +258,7 @@ class Fetch:
         self.changed = False
         self.removed = []
         self.deadline = 0.0
+        self.abandoned = False  # the controller's lease ran out: nobody waits for this call's result
         self.lock_file = None
 
     # ---- state on disk ----
@@ -266,6 +286,23 @@ class Fetch:
             with open(path + ".tmp", "w") as handle:
                 json.dump(data, handle)
             os.replace(path + ".tmp", path)
+
+    def time_up(self):
+        """Whether this call must stop: its step is over, or the controller that called it stopped renewing its lease
+        (a run killed: no download outlives it by more than the lease)."""
+        if time.monotonic() >= self.deadline:
+            return True
+        lease = self.params["lease_file"]
+        if lease:
+            try:
+                fresh = time.time() - os.stat(lease).st_mtime < self.params["lease_seconds"]
+            except OSError:
+                fresh = False
+            if not fresh:
+                self.deadline = time.monotonic()
+                self.abandoned = True
+                return True
+        return False
 
     def take_lock(self):
         """The master's fetch lock, or the pid that holds it after waiting up to a step."""
@@ -436,7 +473,7 @@ class Fetch:
         have = os.path.getsize(partial) if os.path.exists(partial) else 0
         part["resumed_from"] = have
         key = part["path"]
-        while time.monotonic() < self.deadline:
+        while not self.time_up():
             try:
                 with self.source.open(part["src"], have) as response:
                     if have and response.status == 200:  # the server ignored the Range: start again
@@ -454,8 +491,8 @@ class Fetch:
                                 part["bytes"] = have
                                 self.failures.pop(key, None)  # bytes came: the attempts in a row start again
                                 self.changed = True
-                            if time.monotonic() >= self.deadline:
-                                return  # this call's time is up: the next one resumes
+                            if self.time_up():
+                                return  # this call's time is up (or its controller gone): the next one resumes
                 if total is not None and have < total:
                     raise OSError("the connection ended %d bytes before the end" % (total - have))
                 self.failures.pop(key, None)
@@ -507,7 +544,9 @@ class Fetch:
             raise Refused("part %d (%s) could not be fetched after %d attempts in a row (%s): the master must reach the "
                           "source (a master in a private subnet needs a NAT gateway, or an S3 gateway endpoint). The bytes "
                           "it has are kept: the next run resumes." % (part["number"], part["name"], count, why))
-        time.sleep(min(2 ** count, 60, max(0.0, self.deadline - time.monotonic())))
+        until = time.monotonic() + min(2 ** count, 60)
+        while time.monotonic() < until and not self.time_up():  # the back-off, cut short when the call must stop
+            time.sleep(min(1.0, until - time.monotonic()))
 
     def work(self, part):
         """Bring one part forward until it is verified or the deadline."""
@@ -537,7 +576,7 @@ class Fetch:
         pending, threads = list(parts), []
         while True:
             threads = [thread for thread in threads if thread.is_alive()]
-            while pending and len(threads) < self.params["parallel"] and time.monotonic() < self.deadline:
+            while pending and len(threads) < self.params["parallel"] and not self.time_up():
                 thread = threading.Thread(target=self.work, args=(pending.pop(0),))
                 thread.start()
                 threads.append(thread)
@@ -545,7 +584,7 @@ class Fetch:
                 threads[0].join(0.5)
                 continue
             unfinished = [part for part in parts if part["state"] in ("downloading", "verifying")]
-            if pending or not unfinished or time.monotonic() >= self.deadline or any("error" in part for part in parts):
+            if pending or not unfinished or self.time_up() or any("error" in part for part in parts):
                 return
             time.sleep(0.2)  # hashers at work, or a download handed back at a block boundary: look again
             pending = unfinished
@@ -595,14 +634,21 @@ class Fetch:
         release_dir = os.path.join(self.models_dir, name)
         staging = os.path.join(self.models_dir, model_releases.INCOMING, name)
         self.release = {"name": name, "dir": release_dir, "digest": model_releases.digest([p["sha256"] for p in parts]),
-                        "model_path": os.path.join(release_dir, parts[0]["file"])}
+                        "model_path": os.path.join(release_dir, parts[0]["file"]), "placed": False, "load_path": ""}
         if model_releases.read_manifest(release_dir) is not None:
+            self.release.update(placed=True, load_path=self.release["model_path"])
             for part in parts:
                 part["path"] = os.path.join(release_dir, part["file"])
-            self.check_release(parts, name)
+            self.check_release(parts, name, release_dir)
             return self.release
         for part in parts:
             part["path"] = os.path.join(staging, part["file"])
+        if (model_releases.read_manifest(staging) or {}).get("name") == name:  # verified, staged for its plan
+            self.release.update(placed=False, load_path=os.path.join(staging, parts[0]["file"]))
+            self.check_release(parts, name, staging)
+            if all(part["state"] == "verified" for part in parts) and not self.check:
+                self.finish_release(parts, name, staging)
+            return self.release
         for part in parts:
             self.prepare(part)
         downloads = [part for part in parts if part.get("todo") == "download"]
@@ -616,12 +662,13 @@ class Fetch:
             self.link(part)
         self.run_parts(parts)
         if all(part["state"] == "verified" for part in parts) and not self.check:
-            self.promote(parts, name, base, staging, release_dir)
+            self.seal(parts, name, base, staging)
+            self.finish_release(parts, name, staging)
         return self.release
 
-    def check_release(self, parts, name):
-        """A release on disk: its files as they were verified (stat), or hashed again (recheck, or a changed file)."""
-        where = os.path.join(self.models_dir, name)
+    def check_release(self, parts, name, where):
+        """A release on disk, placed or staged: its files as they were verified (stat), or hashed again (recheck, or a
+        changed file)."""
         self.verify_files(
             parts,
             lambda part: ("the release %s on the master lacks part %d (%s): it was changed by hand. Remove %s (it is "
@@ -630,8 +677,8 @@ class Fetch:
                           "is (it may be served): remove %s to fetch it again, or deploy another model."
                           % (name, part["number"], part["file"], part["sha256"], where)))
 
-    def promote(self, parts, name, base, staging, release_dir):
-        """The whole set, verified: its headers read as llama.cpp will read them, then moved into place in one step."""
+    def seal(self, parts, name, base, staging):
+        """The whole set, verified: its headers read as llama.cpp will read them, then its manifest written (staged)."""
         try:
             model_arch.shape(gguf.read_model(parts[0]["path"]))
         except (OSError, gguf.GGUFError, model_arch.ArchError) as error:
@@ -640,15 +687,20 @@ class Fetch:
         manifest = {"name": name, "base": base, "digest": self.release["digest"], "fetched_at": int(time.time()),
                     "source_key": source_key(parts, self.params["sha256sums"]),
                     "parts": [{"file": part["file"], "sha256": part["sha256"], "size": part["total"]} for part in parts]}
-        with open(os.path.join(staging, model_releases.MANIFEST), "w") as handle:
+        with open(os.path.join(staging, model_releases.MANIFEST + ".partial"), "w") as handle:
             json.dump(manifest, handle)
-        if os.path.exists(release_dir):  # a directory a removal left half done (no manifest): not a release
-            shutil.rmtree(release_dir)
-        os.rename(staging, release_dir)
+        os.replace(os.path.join(staging, model_releases.MANIFEST + ".partial"), os.path.join(staging, model_releases.MANIFEST))
+        self.changed = True
+
+    def finish_release(self, parts, name, staging):
+        """A staged release: moved into place in one step (O(place)), or left staged for its plan."""
+        if not self.params["place"]:
+            self.release.update(placed=False, load_path=os.path.join(staging, parts[0]["file"]))
+            return
+        model_releases.place(self.models_dir, name, self.record)
         for part in parts:
-            moved = os.path.join(release_dir, part["file"])
-            self.record[moved] = self.record.pop(part["path"])
-            part["path"] = moved
+            part["path"] = os.path.join(self.release["dir"], part["file"])
+        self.release.update(placed=True, load_path=self.release["model_path"])
         self.changed = True
 
     def run(self):
@@ -711,8 +763,11 @@ class Fetch:
     def release_whole(self, parts, downloading):
         if not all(part["state"] == "verified" for part in parts):
             return False
-        return not downloading or (self.release is not None and
-                                   model_releases.read_manifest(self.release["dir"]) is not None)
+        if not downloading:
+            return True
+        if self.release is None or not self.release["load_path"]:
+            return False
+        return model_releases.read_manifest(os.path.dirname(self.release["load_path"])) is not None
 
 
 def main():
@@ -733,6 +788,9 @@ def main():
             step_seconds=dict(type="int", default=0),
             state_dir=dict(type="path", default="/var/lib/llama-rpc-master/fetch"),
             recheck=dict(type="bool", default=False),
+            place=dict(type="bool", default=True),
+            lease_file=dict(type="path", default=""),
+            lease_seconds=dict(type="int", default=15),
             run_id=dict(type="str", default=""),
         ),
         supports_check_mode=True,

@@ -15,6 +15,8 @@ description:
     own in O(models_dir) that is never written again. This module lists them, finds the model O(name) asks for (for a
     rollback, a release, a model path that was served, or C(previous)), and with O(prune) removes the releases that are
     neither served (the first of O(history)) nor among the O(keep) served before it, and what fetches cut short left.
+  - With O(place), it moves a release that M(graviton.llama_rpc.model_fetch) left staged (verified, C(place=false))
+    into place, in one step, once the set is planned.
   - Finding a model reads no model byte. Its files are checked against their checksums by
     M(graviton.llama_rpc.model_fetch), which reads none either while they are as they were verified.
 author:
@@ -33,14 +35,20 @@ options:
     description: Remove the releases not kept, and what fetches cut short left in C(.incoming).
     type: bool
     default: false
+  place:
+    description: The name of a staged release to move into place (nothing when it is placed already). Empty places none.
+    type: str
+    default: ""
   state_dir:
-    description: The fetches' state directory, whose lock tells a fetch under way (its place of work stays).
+    description:
+      - The fetches' state directory, whose lock tells a fetch under way (its place of work stays), and whose record of
+        verified files follows a placed release.
     type: path
     default: /var/lib/llama-rpc-master/fetch
 attributes:
   check_mode:
     support: full
-    details: Reports what it would remove.
+    details: Reports what it would remove or place.
 """
 
 EXAMPLES = r"""
@@ -73,6 +81,10 @@ entry:
   description: The entry of O(history) (or the release) O(name) resolved to.
   returned: when O(name) is set
   type: dict
+placed:
+  description: Whether O(place) moved a staged release into place (or would, in check mode).
+  returned: always
+  type: bool
 removed:
   description: The releases (and C(.incoming) leftovers, as C(.incoming/NAME)) removed, or to be removed in check mode.
   returned: always
@@ -96,6 +108,7 @@ def main():
             keep=dict(type="int", default=1),
             name=dict(type="str", default=""),
             prune=dict(type="bool", default=False),
+            place=dict(type="str", default=""),
             state_dir=dict(type="path", default="/var/lib/llama-rpc-master/fetch"),
         ),
         supports_check_mode=True,
@@ -104,8 +117,22 @@ def main():
     if params["keep"] < 0:
         module.fail_json(msg="keep must be 0 or more (rpc_master_models_kept)")
     models_dir, history = params["models_dir"], params["history"]
+    result = dict(changed=False, model=None, removed=[], placed=False)
+
+    if params["place"] and model_releases.read_manifest(model_releases.staged_dir(models_dir, params["place"])) is not None:
+        result.update(placed=True, changed=True)
+        if not module.check_mode:
+            lock, holder = model_releases.fetch_lock(params["state_dir"], 60)
+            if lock is None:
+                module.fail_json(msg="another model fetch on the master (pid %s) holds its lock: run again once it ends" % holder,
+                                 **result)
+            try:
+                record = model_releases.load_record(params["state_dir"])
+                model_releases.place(models_dir, params["place"], record)
+                model_releases.save_record(params["state_dir"], record)
+            finally:
+                lock.close()
     releases = model_releases.on_disk(models_dir)
-    result = dict(changed=False, model=None, removed=[])
 
     if params["name"]:
         entry, problem = model_releases.resolve(params["name"], history, releases)

@@ -46,11 +46,15 @@ SMALL_SPLIT = 50_000_000  # three parts
 def small_model_source(directory):
     """The model host's directory: the set and its checksum file; in v2/ new bytes under the same names (an update of
     the served model), in other/ a four-part upload of another model, whose third part is also there under the set's
-    name for its part 3. Returns the directory."""
+    name for its part 3; in reshaped/ a model of narrower feed-forward layers split the same way (its part 3 holds the
+    same tensors by name, of other shapes: the collection's reading of the headers accepts it beside the set's parts 1
+    and 2, llama.cpp does not). Returns the directory."""
     source = directory / "model-source"
-    for sub, seed, split in (("", 42, SMALL_SPLIT), ("v2", 7, SMALL_SPLIT), ("other", 9, 36_000_000)):
+    for sub, seed, split, shape in (("", 42, SMALL_SPLIT, SMALL_SHAPE), ("v2", 7, SMALL_SPLIT, SMALL_SHAPE),
+                                    ("other", 9, 36_000_000, SMALL_SHAPE),
+                                    ("reshaped", 11, SMALL_SPLIT, dict(SMALL_SHAPE, ff=SMALL_SHAPE["ff"] - 256))):
         (source / sub).mkdir(parents=True, exist_ok=True)
-        first = tiny_model.write_model(source / sub / "tiny.gguf", seed=seed, split_max_size=split, **SMALL_SHAPE)
+        first = tiny_model.write_model(source / sub / "tiny.gguf", seed=seed, split_max_size=split, **shape)
         parts = sorted(first.parent.glob(first.name.replace("-00001-", "-0000?-")))
         (source / sub / "SHA256SUMS").write_text("".join(
             "%s  %s\n" % (hashlib.sha256(part.read_bytes()).hexdigest(), part.name) for part in parts))
@@ -101,7 +105,8 @@ def small_cluster(x86_build, tmp_path_factory):
         model = tiny_model.write_model(work / "tiny.gguf", **SMALL_SHAPE)
         source = small_model_source(work)
         master = hosts[SMALL_MASTER]
-        containers.checked_sh(master, f"mkdir -p {Path(SMALL_MODEL).parent} /srv/model-source/v2 /srv/model-source/other")
+        containers.checked_sh(master, f"mkdir -p {Path(SMALL_MODEL).parent} /srv/model-source/v2 /srv/model-source/other "
+                                      "/srv/model-source/reshaped")
         master.put_archive(str(Path(SMALL_MODEL).parent), containers.tar_of(model, Path(SMALL_MODEL).name))
         for path in source.rglob("*"):
             if path.is_file():

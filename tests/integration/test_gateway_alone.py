@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.conftest import (SMALL_MASTER, SMALL_NETWORK, SMALL_SERVER_KEY, SMALL_WORKER, ROOT,
                                         small_cluster_inventory)
+from tests.integration.test_rpc_master_alone import update
 from tests.tools import containers, gateway_client, llama_cpp
 
 GATEWAY = "llama-alone-gateway"
@@ -42,6 +43,7 @@ def gateway(small_cluster, tmp_path_factory):
         certificate = tmp_path_factory.mktemp("gateway") / "gateway.pem"
         certificate.write_text(sh(host, "cat /etc/llama-rpc-gateway/tls.pem")[1] + "\n")
         yield SimpleNamespace(host=host, master=hosts[SMALL_MASTER], worker=hosts[SMALL_WORKER], url=fact["url"],
+                              cluster_directory=small_cluster[1],
                               inventory=inventory, out_within=int(fact["check"]["out_within"]),
                               output=first.stdout + first.stderr,
                               context=ssl.create_default_context(cafile=str(certificate)))
@@ -150,7 +152,7 @@ def test_a_request_wakes_a_stopped_cluster_with_a_client_key_only(gateway):
             urllib.request.urlopen(request, context=gateway.context, timeout=WAKE_TIMEOUT + 20)
         waited = time.monotonic() - began
         assert refused.value.code == 503 and refused.value.headers["Retry-After"] == str(WAKE_TIMEOUT), refused.value.headers
-        assert "did not serve within 25 s" in refused.value.read().decode(), waited
+        assert json.loads(refused.value.read())["error"]["message"].startswith("No cluster serves now"), waited
         assert WAKE_TIMEOUT - 1 <= waited <= WAKE_TIMEOUT + 5, waited
         # the wake started llama-server, which waits for its worker
         assert containers.sh(master, "systemctl is-active llama-server")[1] == "active"
@@ -162,3 +164,38 @@ def test_a_request_wakes_a_stopped_cluster_with_a_client_key_only(gateway):
             break
         time.sleep(1)
     assert status == 200 and json.loads(body)["content"] == expected, body
+
+
+def test_a_request_right_after_an_idle_stop_is_held_and_wakes_the_cluster(gateway):
+    """The idle stop on the master behind the gateway (12 s, a look every 2 s): it tells the gateway first (its wake
+    socket answers the gateway's agent check "down"), and stops llama-server once the gateway has heard. A request 2 s
+    after the stop finds the cluster out, is held, wakes it and gets the master's own tokens: never HAProxy's bare 503.
+    Then the idle stop is turned off again."""
+    master = gateway.master
+    expected = json.loads(call(gateway, "/completion", GREEDY)[2])["content"]
+    since = containers.checked_sh(master, "date +%s")
+    deployed = update(gateway.cluster_directory, {"rpc_master_idle_stop_minutes": 0.2, "rpc_master_watchdog_interval": 2})
+    assert deployed.returncode == 0, (deployed.stdout + deployed.stderr)[-3000:]
+    try:
+        began = time.monotonic()
+        while containers.sh(master, "systemctl is-active llama-server")[1] == "active" and time.monotonic() - began < 90:
+            time.sleep(0.5)
+        stopped_at = time.monotonic()
+        journal = containers.checked_sh(master, "journalctl -u llama-server-idle-stop --no-pager -o cat")
+        assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive", journal
+        assert "the stop announced to the gateways: heard" in journal, journal
+        # the gateway took the cluster out on its agent's word before llama-server stopped (one clock: the host's)
+        out = [float(line.split()[0]) for line in sh(gateway.host, f"journalctl -u llama-rpc-gateway --since @{since} "
+                                                                   "--no-pager -o short-unix")[1].splitlines()
+               if f"{SMALL_MASTER} is DOWN" in line and "Agent" in line]
+        stopping = [float(line.split()[0]) for line in sh(master, f"journalctl -u llama-server --since @{since} --no-pager "
+                                                                 "-o short-unix")[1].splitlines() if "Stopping " in line]
+        assert out and stopping and out[0] <= stopping[-1], (out, stopping)
+        time.sleep(max(0.0, 2 - (time.monotonic() - stopped_at)))
+        status, cluster, body = call(gateway, "/completion", GREEDY, timeout=WAKE_TIMEOUT + 20)
+        assert (status, cluster) == (200, SMALL_MASTER) and json.loads(body)["content"] == expected, (status, body)
+        print(f"a request {time.monotonic() - stopped_at:.1f} s after the idle stop woke the cluster and was answered")
+    finally:
+        restored = update(gateway.cluster_directory, {})
+    assert restored.returncode == 0, (restored.stdout + restored.stderr)[-3000:]
+    assert containers.sh(master, "systemctl cat llama-server-idle-stop")[0] != 0, "the idle stop was not removed"

@@ -32,7 +32,9 @@ def daemon(role, name):
 
 
 worker_watchdog = daemon("rpc_worker", "llama-rpc-worker-watchdog")
+server_state = daemon("rpc_master", "llama_rpc_server_state")
 server_watchdog = daemon("rpc_master", "llama-server-watchdog")
+idle_stop = daemon("rpc_master", "llama-server-idle-stop")
 cache_guard = daemon("rpc_worker", "llama-rpc-worker-cache-guard")
 server_wake = daemon("rpc_master", "llama-server-wake")
 gateway_wake_aws = daemon("gateway", "llama-rpc-gateway-wake-aws")
@@ -82,9 +84,57 @@ def test_a_stuck_client_is_seen_after_the_timeout_and_forgotten_after_a_kill():
     assert clients.observe({}, 1000) == []
 
 
+def test_how_long_a_client_waits_is_what_its_connection_holds_unread_or_what_probes_leave_unanswered():
+    clients = worker_watchdog.StuckClients(timeout=300)
+    probes = []
+    unanswered = worker_watchdog.Unanswered(lambda: probes.append(1) or answering[0], every=60, probe_timeout=3)
+    answering = [True]
+    # a connected client: its unread bytes' age, no probe
+    clients.observe(worker_watchdog.parse_waiting(ss(1)), 0)
+    assert unanswered.observe(clients, True, 0) == 0 and probes == []
+    clients.observe(worker_watchdog.parse_waiting(ss(1)), 40)
+    assert unanswered.observe(clients, True, 40) == 40
+    # nobody connected: a probe once a minute while it answers, at each look once it does not
+    clients.observe({}, 50)
+    assert unanswered.observe(clients, False, 50) == 0 and len(probes) == 1
+    assert unanswered.observe(clients, False, 55) == 0 and len(probes) == 1
+    answering[0] = False
+    assert unanswered.observe(clients, False, 110) == 3 and len(probes) == 2
+    assert unanswered.observe(clients, False, 115) == 8 and len(probes) == 3
+    answering[0] = True
+    assert unanswered.observe(clients, False, 120) == 0
+
+
+def test_a_probe_is_answered_by_a_worker_that_reads_and_not_by_one_that_does_not():
+    """A socket that answers the HELLO as a worker does (36 bytes), and one that accepts and never reads."""
+    import threading  # pylint: disable=import-outside-toplevel
+    frozen = socket.socket()
+    frozen.bind(("127.0.0.1", 0))
+    frozen.listen(4)
+    answering = socket.socket()
+    answering.bind(("127.0.0.1", 0))
+    answering.listen(4)
+
+    def serve():
+        connection, _peer = answering.accept()
+        with connection:
+            assert connection.recv(33) == worker_watchdog.HELLO
+            connection.sendall(b"\x1c" + bytes(7) + bytes([7, 0, 0, 0]) + bytes(24))
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    assert worker_watchdog.answers("127.0.0.1", answering.getsockname()[1], 3)
+    server.join(5)
+    began = time.monotonic()
+    assert not worker_watchdog.answers("127.0.0.1", frozen.getsockname()[1], 1)
+    assert 1 <= time.monotonic() - began < 3
+    frozen.close()
+    answering.close()
+    assert not worker_watchdog.answers("127.0.0.1", 1, 1), "refused: nothing listens"
+
+
 # --- llama-server's watchdog -----------------------------------------------------------------------------------------
 def metrics(name):
-    return server_watchdog.parse_metrics((DATA / ("metrics-%s.txt" % name)).read_text())
+    return server_state.parse_metrics((DATA / ("metrics-%s.txt" % name)).read_text())
 
 
 def test_the_figures_are_read_from_a_real_metrics_page():
@@ -95,7 +145,7 @@ def test_the_figures_are_read_from_a_real_metrics_page():
     assert metrics("busy-2")["served"] == {"llamacpp:n_decode_total": 716.0, "llamacpp:prompt_tokens_total": 15.0,
                                            "llamacpp:prompt_tokens_cached_total": 13.0,
                                            "llamacpp:tokens_predicted_total": 498.0}
-    assert server_watchdog.describe(metrics("busy-2")) == (
+    assert idle_stop.describe(metrics("busy-2")) == (
         "requests_processing 1, requests_deferred 0, n_decode_total 716, prompt_tokens_total 15, "
         "prompt_tokens_cached_total 13, tokens_predicted_total 498")
 
@@ -137,9 +187,99 @@ def test_the_wake_starts_llama_server_for_its_key_only(tmp_path, capsys):
     assert "refused a wake from 10.0.0.9: not llama-server's key" in journal and "the-key" not in journal
 
 
+def test_the_wake_answers_the_gateways_agent_check_without_the_key(tmp_path, capsys):
+    """"state" (HAProxy's agent-send): up while llama-server runs and no stop is announced, down otherwise; each check is
+    noted for the idle stop, none written to the journal, and nothing started."""
+    import io  # pylint: disable=import-outside-toplevel
+    calls = tmp_path / "calls"
+
+    def check(active):
+        calls.write_text("")
+        answer = io.BytesIO()
+        systemctl = (sys.executable, "-c", FAKE_SYSTEMCTL.replace('"inactive"', '"%s"' % active), str(calls))
+        code = server_wake.main({"LLAMA_API_KEY": "the-key", "WAKE_STATE_DIR": str(tmp_path)}, io.BytesIO(b"state\n"),
+                                answer, systemctl)
+        return code, answer.getvalue(), [json.loads(line)[0] for line in calls.read_text().splitlines()]
+    assert check("active") == (0, b"up\n", ["is-active"]) and (tmp_path / "gateway-asked").exists()
+    assert check("inactive") == (0, b"down\n", ["is-active"])
+    (tmp_path / "idle-stopping").write_text("1\n")
+    assert check("active") == (0, b"down\n", ["is-active"]), "an announced idle stop takes the cluster out"
+    assert capsys.readouterr().err == ""
+
+
+def test_a_wake_calls_off_an_announced_idle_stop(tmp_path, capsys):
+    import io  # pylint: disable=import-outside-toplevel
+    (tmp_path / "idle-stopping").write_text("1\n")
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    environ = {"LLAMA_API_KEY": "the-key", "REMOTE_ADDR": "10.0.0.9", "WAKE_STATE_DIR": str(tmp_path)}
+    assert server_wake.main(dict(environ, LLAMA_API_KEY="other"), io.BytesIO(b"the-key\n"), io.BytesIO(),
+                            (sys.executable, "-c", FAKE_SYSTEMCTL, str(calls))) == 1
+    assert (tmp_path / "idle-stopping").exists(), "a refused wake calls nothing off"
+    assert server_wake.main(environ, io.BytesIO(b"the-key\n"), io.BytesIO(),
+                            (sys.executable, "-c", FAKE_SYSTEMCTL, str(calls))) == 0
+    assert not (tmp_path / "idle-stopping").exists()
+    assert "a wake from 10.0.0.9 called off the idle stop announced to the gateways" in capsys.readouterr().err
+
+
 # --- the idle stop ---------------------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def time(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_the_stop_is_announced_to_the_gateways_and_waits_until_one_has_heard(tmp_path):
+    clock = Clock()
+    announcement = idle_stop.Announcement(str(tmp_path), 10, clock.time, clock.sleep)
+    asked = tmp_path / "gateway-asked"
+    # no gateway checks: nothing to wait for
+    assert announcement.announce() == "nobody" and (tmp_path / "idle-stopping").exists()
+    announcement.withdraw()
+    assert not (tmp_path / "idle-stopping").exists()
+    # a gateway that checked 30 s ago and checks again 2 s after the announcement
+    asked.write_text("")
+    os.utime(asked, (clock.now - 30, clock.now - 30))
+
+    def sleep_until_checked(seconds):
+        clock.sleep(seconds)
+        if clock.now >= began + 2:
+            os.utime(asked, (clock.now, clock.now))
+    began = clock.now
+    announcement = idle_stop.Announcement(str(tmp_path), 10, clock.time, sleep_until_checked)
+    assert announcement.announce() == "heard" and 2 <= clock.now - began < 3
+    # a gateway that stopped checking: the wait ends at the bound
+    os.utime(asked, (clock.now - 5, clock.now - 5))
+    began = clock.now
+    assert idle_stop.Announcement(str(tmp_path), 10, clock.time, clock.sleep).announce() == "unheard"
+    assert 10 <= clock.now - began < 11
+
+
+def test_a_wake_while_the_stop_is_announced_calls_it_off(tmp_path):
+    clock = Clock()
+    asked = tmp_path / "gateway-asked"
+    asked.write_text("")
+    os.utime(asked, (clock.now - 1, clock.now - 1))
+
+    def wake_after_a_second(seconds):
+        clock.sleep(seconds)
+        if clock.now - began >= 1:
+            (tmp_path / "idle-stopping").unlink(missing_ok=True)  # what llama-server-wake.py does with the key
+    began = clock.now
+    assert idle_stop.Announcement(str(tmp_path), 10, clock.time, wake_after_a_second).announce() == "called off"
+    quiet = metrics("idle")
+    assert idle_stop.still_idle(quiet, quiet)
+    assert not idle_stop.still_idle(quiet, served(quiet, n_decode_total=9.0)), "a request came meanwhile"
+    assert not idle_stop.still_idle(quiet, dict(quiet, busy=True)) and not idle_stop.still_idle(quiet, None)
+
+
 def test_the_idle_stop_comes_after_the_bound_of_nothing_served_and_not_before():
-    idle = server_watchdog.Idle(after=600, now=0)
+    idle = idle_stop.Idle(after=600, now=0)
     quiet = metrics("idle")
     assert idle.observe(quiet, 5) is None  # the first figures start the clock
     assert all(idle.observe(quiet, now) is None for now in range(10, 605, 5))
@@ -147,7 +287,7 @@ def test_the_idle_stop_comes_after_the_bound_of_nothing_served_and_not_before():
 
 
 def test_a_request_in_progress_or_waiting_keeps_the_cluster_up_however_long_it_streams():
-    idle = server_watchdog.Idle(after=60, now=0)
+    idle = idle_stop.Idle(after=60, now=0)
     streaming = metrics("busy-1")
     # the same figures for an hour (a decode step of minutes, or a slow reader): busy is enough
     assert all(idle.observe(streaming, now) is None for now in range(0, 3600, 5))
@@ -160,7 +300,7 @@ def test_a_request_in_progress_or_waiting_keeps_the_cluster_up_however_long_it_s
 
 
 def test_a_request_that_came_and_went_between_two_looks_counts_as_served():
-    idle = server_watchdog.Idle(after=60, now=0)
+    idle = idle_stop.Idle(after=60, now=0)
     before = metrics("idle")
     assert idle.observe(before, 0) is None and idle.observe(before, 55) is None
     # a short request between the looks: only a counter moved (no look saw it in progress)
@@ -172,7 +312,7 @@ def test_a_request_that_came_and_went_between_two_looks_counts_as_served():
 
 
 def test_a_deploy_a_restart_or_no_figures_start_the_clock_again():
-    idle = server_watchdog.Idle(after=60, now=0)
+    idle = idle_stop.Idle(after=60, now=0)
     quiet = metrics("idle")
     assert idle.observe(quiet, 0) is None
     assert idle.observe(quiet, 50, held=True) is None and idle.held  # a deploy began
@@ -181,7 +321,7 @@ def test_a_deploy_a_restart_or_no_figures_start_the_clock_again():
     assert idle.observe(quiet, 510) is None and idle.observe(quiet, 559) is None and not idle.held
     assert idle.observe(quiet, 560) == 60
     idle.forget(570)
-    for nothing in (None, server_watchdog.STUCK):  # restarting or loading (None), or /metrics gave no answer
+    for nothing in (None, server_state.STUCK):  # restarting or loading (None), or /metrics gave no answer
         assert idle.observe(quiet, 600) is None and idle.observe(nothing, 655) is None
         assert idle.observe(quiet, 700) is None and idle.observe(quiet, 759) is None and idle.observe(quiet, 760) == 60
         idle.forget(760)
@@ -189,10 +329,10 @@ def test_a_deploy_a_restart_or_no_figures_start_the_clock_again():
 
 def test_a_deploys_hold_counts_until_it_is_older_than_its_bound(tmp_path):
     hold = tmp_path / "deploy.hold"
-    assert not server_watchdog.deploy_holds(str(hold), 43200, time.time())
+    assert not idle_stop.deploy_holds(str(hold), 43200, time.time())
     hold.write_text("master\n")
-    assert server_watchdog.deploy_holds(str(hold), 43200, time.time())
-    assert not server_watchdog.deploy_holds(str(hold), 43200, time.time() + 43201), "left by a deploy that died"
+    assert idle_stop.deploy_holds(str(hold), 43200, time.time())
+    assert not idle_stop.deploy_holds(str(hold), 43200, time.time() + 43201), "left by a deploy that died"
 
 
 @pytest.fixture(name="ec2")
@@ -237,13 +377,13 @@ def test_the_idle_stop_on_aws_stops_its_clusters_running_instances_and_no_other(
     ec2.client.stop_instances(InstanceIds=[parked])
     decoys = [launch({tag: "demo-2"}), launch({tag: "other"}), launch({})]
     counting = Counting(ec2.client)
-    assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=counting) == ours
+    assert idle_stop.stop_instances("eu-west-1", tag, "demo", ec2=counting) == ours
     assert counting.calls == ["describe_instances", "stop_instances"]
     state = ec2.states()
     assert {state[instance] for instance in ours + [parked]} <= {"stopping", "stopped"}
     assert [state[decoy] for decoy in decoys] == ["running"] * 3
     # the same, once stopped: nothing more to stop, and no StopInstances call
-    assert server_watchdog.stop_instances("eu-west-1", tag, "demo", ec2=counting) == []
+    assert idle_stop.stop_instances("eu-west-1", tag, "demo", ec2=counting) == []
     assert counting.calls[2:] == ["describe_instances"]
 
 
@@ -296,7 +436,7 @@ def test_an_idle_server_is_never_restarted_and_a_loading_one_is_not_watched():
 
 def test_a_metrics_page_that_does_not_answer_is_a_stall_at_once():
     stall = server_watchdog.Stall(timeout=300, now=0)
-    assert stall.observe(server_watchdog.STUCK, 5) == server_watchdog.RESTART
+    assert stall.observe(server_state.STUCK, 5) == server_watchdog.RESTART
 
 
 @pytest.mark.parametrize("shown, invocation", [
@@ -306,7 +446,7 @@ def test_a_metrics_page_that_does_not_answer_is_a_stall_at_once():
     ("", None),
 ])
 def test_the_running_servers_invocation_is_read_from_systemctl_show(shown, invocation):
-    assert server_watchdog.parse_show(shown) == invocation
+    assert server_state.parse_show(shown) == invocation
 
 
 # --- the worker's tensor cache guard ---------------------------------------------------------------------------------
@@ -346,6 +486,50 @@ def test_a_file_still_being_written_is_left_alone(tmp_path):
     guard = cache_guard.Guard(str(tmp_path), fnv1a_64, settle=2)
     assert guard.sweep(now=young.stat().st_mtime + 1) == [] and young.exists()
     assert guard.sweep(now=young.stat().st_mtime + 3) == [(young.name, 7, 0, 0)] and not young.exists()
+
+
+def test_what_was_found_whole_is_not_hashed_again_after_a_restart(tmp_path):
+    """The guard's state file: a start of a stopped worker hashes only the files written since (its cache is read once,
+    by the load); a file rewritten in place (its change time moves) is hashed again."""
+    cache, state = tmp_path / "rpc", tmp_path / "cache-guard.json"
+    cache.mkdir()
+    calls = []
+
+    def hasher(path):
+        calls.append(Path(path).name)
+        return fnv1a_64(path)
+
+    first, second = bytes(range(256)) * 64, bytes(range(255, -1, -1)) * 64
+    (cache / fnv1a64(first)).write_bytes(first)
+    assert cache_guard.Guard(str(cache), hasher, 2, str(state)).sweep(now=time.time() + 10) == []
+    assert calls == [fnv1a64(first)] and state.exists()
+    (cache / fnv1a64(second)).write_bytes(second)
+    assert cache_guard.Guard(str(cache), hasher, 2, str(state)).sweep(now=time.time() + 10) == []
+    assert calls == [fnv1a64(first), fnv1a64(second)], "a restart hashed a file found whole before"
+    (cache / fnv1a64(first)).write_bytes(first[:100])  # cut short in place: its size and times moved
+    removed = cache_guard.Guard(str(cache), hasher, 2, str(state)).sweep(now=time.time() + 10)
+    assert [entry[0] for entry in removed] == [fnv1a64(first)]
+    assert set(json.loads(state.read_text())) == {fnv1a64(second)}
+    state.write_text("{not json")  # an unreadable state: everything is hashed again, nothing is trusted
+    assert cache_guard.Guard(str(cache), hasher, 2, str(state)).sweep(now=time.time() + 10) == []
+    assert calls[-1] == fnv1a64(second)
+
+
+def test_the_check_before_the_worker_starts_removes_a_short_file_at_once(tmp_path, monkeypatch, capsys):
+    """GUARD_ONCE=1, as the worker's unit runs it before the worker listens: every file is closed (no settling), one look,
+    then it exits: a file a killed worker left short is gone before a load can ask for its hash."""
+    cache = tmp_path / "rpc"
+    cache.mkdir()
+    weights = bytes(range(256)) * 64
+    whole, short = cache / fnv1a64(weights), cache / fnv1a64(weights * 2)
+    whole.write_bytes(weights)
+    short.write_bytes(weights)  # written a moment ago, by a worker killed mid-write
+    monkeypatch.setattr(cache_guard, "tool_hasher", lambda _tool: fnv1a_64)
+    assert cache_guard.main({"CACHE_DIR": str(cache), "CACHE_TOOL": "unused", "GUARD_ONCE": "1",
+                             "STATE_FILE": str(tmp_path / "state.json")}) == 0
+    assert whole.exists() and not short.exists()
+    out = capsys.readouterr().out
+    assert "Removed the tensor cache file %s" % short.name in out and "1 files whole, 1 removed" in out
 
 
 def test_a_cache_directory_not_made_yet_is_no_error(tmp_path):
@@ -443,6 +627,24 @@ def test_the_figures_of_a_worker_are_its_services_and_its_tensor_cache(tmp_path)
     assert any(line.startswith('llama_rpc_tensor_cache_filesystem_avail_bytes{worker_instance="main"} ') for line in lines)
     assert "second" not in " ".join(line for line in lines if "tensor_cache" in line)
     assert "llama_rpc_load" not in page  # a worker has no loads
+
+
+def test_how_long_a_worker_left_a_client_waiting_is_its_watchdogs_last_word_while_fresh(tmp_path):
+    """The watchdog's answer file (llama-rpc-worker-watchdog.py's publish), fresh, stale (the watchdog is down) or
+    missing (it is turned off): a figure only for the fresh one."""
+    now = time.time()
+    instances = []
+    for name, answer in (("main", {"waited_seconds": 42.5, "at": now - 5}), ("old", {"waited_seconds": 99, "at": now - 600}),
+                         ("none", None)):
+        path = tmp_path / (name + ".json")
+        if answer is not None:
+            worker_watchdog.publish(str(path), answer["waited_seconds"], answer["at"])
+        instances.append({"name": name, "answer_file": str(path)})
+    instances.append({"name": "off", "answer_file": ""})
+    (tmp_path / "llama_rpc_worker.fact").write_text(json.dumps({"unit": "llama-rpc-worker", "instances": instances}))
+    page = metrics_writer.page(metrics_writer.read_facts(str(tmp_path)), {}, None, now=now)
+    waits = [line for line in page.splitlines() if line.startswith("llama_rpc_worker_unanswered_seconds")]
+    assert waits == ['llama_rpc_worker_unanswered_seconds{worker_instance="main"} 42.5'], page
 
 
 def test_a_service_systemd_does_not_know_is_down(tmp_path):

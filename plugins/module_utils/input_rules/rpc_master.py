@@ -52,7 +52,9 @@ def rpc_master(settings):
             ("rpc_master_models_kept", at_least(s["rpc_master_models_kept"], 0),
              "set it to 0 (only the served model) or more (models kept for a rollback)."),
             ("rpc_master_server_cache_ram_mib", at_least(s["rpc_master_server_cache_ram_mib"], 0),
-             "set it to 0 (no prompt cache) or more MiB; an unbounded cache (-1) cannot be planned.")):
+             "set it to 0 (no prompt cache) or more MiB; an unbounded cache (-1) cannot be planned."),
+            ("rpc_master_server_drain_seconds", at_least(s.get("rpc_master_server_drain_seconds", 0), 0),
+             "set it to 0 (stop at once) or more seconds (the requests in flight end first).")):
         if not good:
             ranges.append("%s=%s: %s" % (name, s[name], fix))
     if ranges:

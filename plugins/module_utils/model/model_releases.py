@@ -5,8 +5,10 @@
 
 A downloaded model becomes a release: a directory of its own in the models directory, named after the model and its
 bytes (NAME-<12 hex digits of the parts' checksums>), holding every part of the set under llama.cpp's names and a
-manifest (.release.json). It is fetched and verified beside the served model (in .incoming/), moved into place whole,
-and never written again: a new model, or new bytes under the same name, is another release. llama-server is switched
+manifest (.release.json). It is fetched and verified beside the served model (in .incoming/NAME, where the manifest is
+written once every part is verified and the headers read: a staged release), planned there, and only then moved into
+place whole (place()), and never written again: a new model, or new bytes under the same name, is another release. A
+set that llama.cpp would not load, or that does not fit, is never placed: it stays staged, as a resumable download. llama-server is switched
 to a release by its settings (one file, rewritten at once) and restarted.
 
 The history is the rpc_master role's published list of the models it served, newest first (history[0] is the one
@@ -29,6 +31,7 @@ import time
 
 MANIFEST = ".release.json"
 INCOMING = ".incoming"
+RECORD = "verified.json"  # in the fetches' state directory: {path: {"identity", "sha256"}} of every verified file
 PREVIOUS = "previous"
 LOCK = "fetch.lock"
 _NAME = re.compile(r"^(?P<base>.+)-(?P<digest>[0-9a-f]{12})$")
@@ -196,6 +199,44 @@ def unique_bytes(paths):
             seen.add((stat.st_dev, stat.st_ino))
             total += stat.st_size
     return total
+
+
+def load_record(state_dir):
+    """The fetches' record of verified files ({} when there is none)."""
+    try:
+        with open(os.path.join(state_dir, RECORD)) as handle:
+            record = json.load(handle)
+        return record if isinstance(record, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_record(state_dir, record):
+    path = os.path.join(state_dir, RECORD)
+    with open(path + ".tmp", "w") as handle:
+        json.dump(record, handle)
+    os.replace(path + ".tmp", path)
+
+
+def staged_dir(models_dir, name):
+    return os.path.join(models_dir, INCOMING, name)
+
+
+def place(models_dir, name, record):
+    """Moves the staged release NAME (.incoming/NAME, its manifest written) into place, in one step; record: the
+    verified files by path ({path: ...}), whose keys follow the move. False when nothing is staged under that name."""
+    staging, release_dir = staged_dir(models_dir, name), os.path.join(models_dir, name)
+    manifest = read_manifest(staging)
+    if manifest is None or manifest.get("name") != name:
+        return False
+    if os.path.exists(release_dir):  # a directory a removal left half done (no manifest): not a release
+        shutil.rmtree(release_dir)
+    os.rename(staging, release_dir)
+    for part in manifest["parts"]:
+        before = os.path.join(staging, part["file"])
+        if before in record:
+            record[os.path.join(release_dir, part["file"])] = record.pop(before)
+    return True
 
 
 def release_files(models_dir, name, manifest):

@@ -14,13 +14,28 @@ It prints the table twice: as plain lines on stdout ("RPC0 21273 20992 408", one
 "Host ..."), and with --log-jsonl as one JSON line ("fit_memory_breakdown") through its logger, which also lists the
 master's other buffer types (CPU_REPACK: weights repacked for the CPU, which the Host row leaves out) and names each
 device by its endpoint. The logger writes from a thread of its own and can lose its last line when the program exits
-(seen here about one run in ten), so a run without the JSON line is repeated, and after that the plain lines serve.
+(seen here about one run in ten), so a run without the JSON line is repeated, and after that the plain lines serve; a
+failed run whose log lost llama.cpp's reason is repeated too.
+
+A running llama-server holds its workers (a worker serves one client at a time), so a plan made while it serves, to
+refuse a new model before it is touched, projects against stand-ins: ggml-rpc-server of the master's own build, one per
+worker, on the master's loopback for the projection's few seconds (stand_ins()). A projection asks an RPC device only
+for its buffer type's alignment, its largest buffer and each tensor's allocation size, which a CPU worker of the same
+source answers alike on any host; the memory each worker has comes from its probe (or, while it is held, from the
+probe the plan it runs with was made from), never from the stand-in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
 
 MIB = 1 << 20
 PARTS = ("model", "context", "compute")
@@ -30,6 +45,67 @@ _PLAIN_ROW = re.compile(r"^(\S+) (\d+) (\d+) (\d+)\s*$")
 
 class ProjectionError(RuntimeError):
     """llama.cpp could not project the model (it would not load it either)."""
+
+
+STAND_IN_START_SECONDS = 10
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _accepts(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _ignore_sigpipe():
+    # a worker writes without handling SIGPIPE: the connection checks below hang up before its answer
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def stand_ins(program, count, start_seconds=STAND_IN_START_SECONDS):
+    """count ggml-rpc-server processes of program on 127.0.0.1 (no cache, one thread), each listening on a port of its
+    own: yields their endpoints, in order, and stops them on exit. Raises ProjectionError when one does not listen."""
+    processes, endpoints, logs = [], [], []
+    try:
+        for _index in range(count):
+            port = _free_port()
+            logs.append(tempfile.TemporaryFile())  # a pipe nobody reads would fill and block it
+            try:
+                processes.append(subprocess.Popen([program, "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
+                                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                  stderr=logs[-1], preexec_fn=_ignore_sigpipe,
+                                                  env=dict(os.environ, GGML_NO_BACKTRACE="1")))
+            except OSError as error:
+                raise ProjectionError("cannot start the stand-in worker %s: %s" % (program, error))
+            endpoints.append("127.0.0.1:%d" % port)
+        deadline = time.monotonic() + start_seconds
+        for process, endpoint, log in zip(processes, endpoints, logs):
+            port = int(endpoint.rsplit(":", 1)[1])
+            while not _accepts(port):
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise ProjectionError("the stand-in worker %s exited (%s): %s" % (
+                        program, process.returncode, log.read().decode("utf-8", "replace").strip()[-300:]))
+                if time.monotonic() > deadline:
+                    raise ProjectionError("the stand-in worker %s did not listen on %s within %ds"
+                                          % (program, endpoint, start_seconds))
+                time.sleep(0.05)
+        yield endpoints
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        for log in logs:
+            log.close()
 
 
 def command(program, model_path, endpoints, gpu_layers, tensor_split, context, slots, flash_attn="auto", extra=()):
@@ -119,13 +195,22 @@ def project(run, program, model_path, endpoints, gpu_layers, tensor_split, conte
         if code == 124:
             raise ProjectionError("llama-fit-params did not finish within %ds (a worker that does not answer?)" % timeout)
         if code != 0:
-            reasons = [line for line in (stderr + stdout).splitlines()
+            reasons = [_message(line) for line in (stderr + stdout).splitlines()
                        if " E " in line or "error" in line.lower() or "failed" in line.lower()]
+            # the same logger thread can lose llama.cpp's own reason when a failed load ends the program (an uncaught
+            # exception aborts it): only the exception's generic words are left, so the run is repeated
+            if all(_generic(reason) for reason in reasons) and _attempt + 1 < ATTEMPTS:
+                continue
             raise ProjectionError("llama-fit-params failed (exit %d): %s" % (
-                code, " | ".join(_message(line) for line in reasons[-4:]) or "no reason printed"))
+                code, " | ".join(reasons[-4:]) or "no reason printed"))
         if _json_table(stdout) is not None:
             break
     return parse(stdout, endpoints)
+
+
+def _generic(reason):
+    """Whether a reason is only the words of the exception a failed load throws, not llama.cpp's logged cause."""
+    return reason.startswith(("terminate called", "what():")) or reason.endswith("failed to load model")
 
 
 def _message(line):

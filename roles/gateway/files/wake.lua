@@ -4,9 +4,12 @@
 -- rpc_master_wake_port) to start llama-server, sending the masters' key, then holds the request until a cluster
 -- passes its health checks and lets it through; past the bound it answers 503 with Retry-After, so that no client
 -- hangs. An AWS cluster (a target aws:<region>:<cluster>) is woken through the helper on the gateway's loopback
--- (llama-rpc-gateway-wake-aws), which starts its instances. Settings come from the environment:
+-- (llama-rpc-gateway-wake-aws), which starts its instances; its master's wake socket is asked first, when it has one, to
+-- call off an idle stop it announced. A wake that found a cluster stopping (an AWS instance cannot start before it has
+-- stopped) is sent again every WAKE_AGAIN_MS while the request waits. Settings come from the environment:
 -- LLAMA_GATEWAY_WAKE_TARGETS (each master's wake socket host:port, or aws:<region>:<cluster>, spaces between),
--- LLAMA_GATEWAY_WAKE_AWS (the helper's host:port), LLAMA_GATEWAY_WAKE_TIMEOUT (seconds),
+-- LLAMA_GATEWAY_WAKE_AWS (the helper's host:port), LLAMA_GATEWAY_WAKE_TIMEOUT (seconds), LLAMA_GATEWAY_RETRY_AFTER
+-- and LLAMA_GATEWAY_UNAVAILABLE (the 503's Retry-After and body, those of HAProxy's own 503 too),
 -- LLAMA_GATEWAY_BACKEND_AUTHORIZATION (Bearer and the masters' key).
 
 local targets = {}
@@ -16,6 +19,8 @@ end
 local bound_ms = math.floor(tonumber(os.getenv("LLAMA_GATEWAY_WAKE_TIMEOUT") or "0") * 1000)
 local key = string.gsub(os.getenv("LLAMA_GATEWAY_BACKEND_AUTHORIZATION") or "", "^Bearer ", "")
 local aws_helper = os.getenv("LLAMA_GATEWAY_WAKE_AWS") or ""
+local retry_after = os.getenv("LLAMA_GATEWAY_RETRY_AFTER") or tostring(math.max(1, bound_ms // 1000))
+local unavailable = os.getenv("LLAMA_GATEWAY_UNAVAILABLE") or '{"error":{"code":503,"type":"unavailable_error"}}'
 local POLL_MS = 500
 local WAKE_AGAIN_MS = 10000  -- requests that come together send one wake, not one each
 
@@ -60,18 +65,27 @@ local function wake(target)
   return ask(target, key)
 end
 
+local function wake_all()
+  for _, target in ipairs(targets) do
+    core.Info("no cluster is up: woke " .. target .. ": " .. wake(target))
+  end
+end
+
 core.register_action("llama_wake", { "http-req" }, function(txn)
   local began = now_ms()
+  local woke = began
   if last_wake_ms == nil or began - last_wake_ms > WAKE_AGAIN_MS then
     last_wake_ms = began
-    for _, target in ipairs(targets) do
-      core.Info("no cluster is up: woke " .. target .. ": " .. wake(target))
-    end
+    wake_all()
   end
   while now_ms() - began < bound_ms do
     if a_cluster_is_up() then
       core.Info(string.format("a cluster is up %.1f s after the request came: it goes through", (now_ms() - began) / 1000))
       return
+    end
+    if now_ms() - woke > WAKE_AGAIN_MS and now_ms() - last_wake_ms > WAKE_AGAIN_MS then
+      woke, last_wake_ms = now_ms(), now_ms()
+      wake_all()
     end
     core.msleep(POLL_MS)
   end
@@ -81,10 +95,9 @@ core.register_action("llama_wake", { "http-req" }, function(txn)
     reason = "Service Unavailable",
     headers = {
       ["content-type"] = { "application/json" },
-      ["retry-after"] = { tostring(math.max(1, bound_ms // 1000)) },
+      ["retry-after"] = { retry_after },
     },
-    body = string.format('{"error":{"code":503,"message":"The cluster is starting and did not serve within %d s: '
-      .. 'ask again after Retry-After seconds","type":"unavailable_error"}}', bound_ms // 1000),
+    body = unavailable,
   })
   txn:done(reply)
 end)

@@ -1,13 +1,19 @@
 # Installed by the graviton.llama_rpc collection (role rpc_master): a deploy overwrites changes made here.
-"""Starts llama-server when its key asks: the wake of a stopped cluster, for the gateway (role gateway).
+"""Starts llama-server when its key asks: the wake of a stopped cluster, for the gateway (role gateway); and tells the
+gateways whether to send it requests (their agent checks).
 
 systemd runs this once per connection to the wake socket (llama-server-wake.socket, Accept=yes: the connection is
-stdin and stdout). The client sends llama-server's API key on one line; with the right key this asks systemd to start
-llama-server (and its watchdog, when it is installed) without waiting for them, and answers "starting" and the state
-llama-server was in; with another it answers "refused" and starts nothing. Both are written to the journal with the
-client's address, never the key. So whoever can reach the port can do one thing, and only with the key: start the
+stdin and stdout). The client sends one line:
+- llama-server's API key: this asks systemd to start llama-server (and its companions, when they are installed)
+  without waiting for them, calls off an idle stop announced to the gateways (llama-server-idle-stop.py), and answers
+  "starting" and the state llama-server was in; another line that is not "state" is refused ("refused"), and starts
+  nothing. Both are written to the journal with the client's address, never the key.
+- "state": HAProxy's agent check (role gateway). It answers "down" while an idle stop is announced or llama-server is
+  not running, else "up" (the gateway's health checks decide the rest), and notes the time of the check for the idle
+  stop. Nothing is written to the journal (a check comes every few seconds).
+So whoever can reach the port can learn whether llama-server runs, and with the key do one thing: start the
 llama-server that the last deploy configured, which is what the idle stop stopped. It cannot stop, change or read
-anything. The key comes from the unit's EnvironmentFile (LLAMA_API_KEY, root only).
+anything else. The key comes from the unit's EnvironmentFile (LLAMA_API_KEY, root only).
 """
 
 import hmac
@@ -17,10 +23,12 @@ import subprocess
 import sys
 
 MAX_LINE = 1024  # a key is shorter; anything longer is refused unread
+STATE = b"state"
+ANNOUNCED, ASKED = "idle-stopping", "gateway-asked"  # as llama-server-idle-stop.py names them
 
 
 def log(message):
-    print(message, file=sys.stderr, flush=True)  # the journal (stdout is the client)
+    print("<5>" + message, file=sys.stderr, flush=True)  # the journal (stdout is the client), at notice
 
 
 def verdict(line, key):
@@ -29,22 +37,46 @@ def verdict(line, key):
     return bool(key) and hmac.compare_digest(sent, key.encode())
 
 
+def agent_answer(state_dir, active):
+    """The agent check's answer: "down" while a stop is announced or llama-server does not run, else "up". Notes the
+    check's time (ASKED)."""
+    try:
+        with open(os.path.join(state_dir, ASKED), "w"):
+            pass
+    except OSError:
+        pass  # the directory is made by the idle stop's unit: without an idle stop nobody reads it
+    return "down" if os.path.exists(os.path.join(state_dir, ANNOUNCED)) or not active else "up"
+
+
 def main(environ=None, stdin=None, stdout=None, systemctl=("systemctl",)):
     environ = os.environ if environ is None else environ
     stdin = sys.stdin.buffer if stdin is None else stdin
     stdout = sys.stdout.buffer if stdout is None else stdout
     client = environ.get("REMOTE_ADDR", "?")
     units = environ.get("WAKE_UNITS", "llama-server.service").split()
+    state_dir = environ.get("WAKE_STATE_DIR", "/run/llama-rpc")
     signal.alarm(int(environ.get("WAKE_READ_TIMEOUT", "5")))  # a client that sends nothing is cut off
     line = stdin.readline(MAX_LINE)
     signal.alarm(0)
+
+    def is_active():
+        return subprocess.run([*systemctl, "is-active", units[0]], check=False, capture_output=True,
+                              text=True).stdout.strip() or "unknown"
+    if line.rstrip(b"\r\n") == STATE:
+        stdout.write((agent_answer(state_dir, is_active() == "active") + "\n").encode())
+        stdout.flush()
+        return 0
     if not verdict(line, environ.get("LLAMA_API_KEY", "")):
         log("refused a wake from %s: not llama-server's key" % client)
         stdout.write(b"refused\n")
         stdout.flush()
         return 1
-    state = subprocess.run([*systemctl, "is-active", units[0]], check=False, capture_output=True,
-                           text=True).stdout.strip() or "unknown"
+    state = is_active()
+    try:
+        os.unlink(os.path.join(state_dir, ANNOUNCED))  # an idle stop announced is called off
+        log("a wake from %s called off the idle stop announced to the gateways" % client)
+    except OSError:
+        pass
     started = subprocess.run([*systemctl, "start", "--no-block", *units], check=False, capture_output=True, text=True)
     if started.returncode != 0:
         log("a wake from %s could not start %s: %s" % (client, " ".join(units), started.stderr.strip()))

@@ -42,6 +42,9 @@ MASTER_CASES = {
     "an unbounded prompt cache": ({"rpc_master_server_cache_ram_mib": -1},
                                   ["rpc_master_server_cache_ram_mib=-1: set it to 0 (no prompt cache) or more MiB; an "
                                    "unbounded cache (-1) cannot be planned."]),
+    "a negative drain": ({"rpc_master_server_drain_seconds": -1},
+                         ["Out of range: rpc_master_server_drain_seconds=-1: set it to 0 (stop at once) or more seconds "
+                          "(the requests in flight end first)."]),
     "watchdog interval of 0": ({"rpc_master_watchdog_interval": 0}, ["rpc_master_watchdog_interval=0: set it to 1 second or more."]),
     "a negative idle stop": ({"rpc_master_idle_stop_minutes": -5},
                              ["rpc_master_idle_stop_minutes=-5: set it to 0 (never) or more minutes."]),

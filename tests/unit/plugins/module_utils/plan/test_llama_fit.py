@@ -87,6 +87,25 @@ def test_a_run_that_lost_its_json_line_is_repeated(tmp_path):
     assert not projected["complete"] and counter.read_text().strip() == str(llama_fit.ATTEMPTS)
 
 
+def test_a_failed_projection_whose_log_lost_the_reason_is_repeated(tmp_path):
+    """An uncaught exception can end llama-fit-params before its logger's thread wrote llama.cpp's reason: only the
+    exception's words are left, so the run is repeated until the reason comes (or the attempts are spent)."""
+    counter = tmp_path / "runs"
+    script = tmp_path / "llama-fit-params"
+    script.write_text(f"""#!/bin/sh
+n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}
+[ "$n" -ge 1 ] && echo '{{"level":"E","msg":"llama_model_load: error loading model: tensor blk.0.ffn_up.weight has wrong shape"}}'
+echo "terminate called after throwing an instance of 'std::runtime_error'" >&2
+echo '  what():  failed to load model' >&2
+exit 134
+""")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(llama_fit.ProjectionError, match=r"failed \(exit 134\): .*llama_model_load: error loading model: "
+                                                         r"tensor blk.0.ffn_up.weight has wrong shape"):
+        llama_fit.project(run, str(script), "m", ENDPOINTS, 70, [1, 1], 4096, 1)
+    assert counter.read_text().strip() == "2"
+
+
 def test_a_failed_projection_says_llama_cpps_reason(tmp_path):
     program, _counter = stand_in(tmp_path, "not-a-model.stdout", "not-a-model.stderr", code=134)
     with pytest.raises(llama_fit.ProjectionError, match=r"failed \(exit 134\): .*failed to load model"):
