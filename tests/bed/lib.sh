@@ -38,6 +38,17 @@ is_root() { [ "$(id -u)" -eq 0 ]; }
 # same machine is not always as fast (its neighbours, its clock): two runs' times compare only when this agrees.
 fixed_work() { python3 -c 'import time; t = time.process_time(); sum(range(30_000_000)); print(f"{time.process_time() - t:.2f}")'; }
 
+# The machine's CPU-seconds so far, every process's (containers' too): the busy time of /proc/stat's first line.
+machine_cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '/^cpu / {print int(($2 + $3 + $4 + $7 + $8) / hz)}' /proc/stat; }
+
+# A run's time as it would have been at this machine's best hour, when the fixed piece of work takes BEST_FIXED_WORK
+# CPU-seconds (0.29 to 0.32 there; up to 1.1 at its worst): its wall time scaled by that over the figure measured
+# around the run (the mean of before and after). The budget of make test is judged on it.
+BEST_FIXED_WORK=0.30
+normalized_seconds() {  # normalized_seconds WALL FIXED_BEFORE FIXED_AFTER
+  awk -v wall="$1" -v a="$2" -v b="$3" -v best="$BEST_FIXED_WORK" 'BEGIN {print int(wall * best / ((a + b) / 2) + 0.5)}'
+}
+
 docker_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
 # apt-get update runs at most once per script run, and only when something must be installed.

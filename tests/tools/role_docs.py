@@ -98,7 +98,10 @@ def stale_readmes():
             continue
         text = readme.read_text()
         found = SECTION.search(text)
-        if not found:
+        if len(SECTION.findall(text)) > 1:
+            problems.append((role_dir.name, "README.md carries the generated variables section %d times: keep one"
+                             % len(SECTION.findall(text))))
+        elif not found:
             problems.append((role_dir.name, f"README.md lacks the generated variables section ({BEGIN} ... {END})"))
         elif found.group(0) != render(role_dir):
             problems.append((role_dir.name, "README.md's variables differ from meta/argument_specs.yml"))

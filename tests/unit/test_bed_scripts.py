@@ -56,3 +56,19 @@ def test_make_role_knows_every_role_and_refuses_another_by_name():
     assert "tests/integration/test_rpc_tunnel.py" in listed
     for path in listed:
         assert (ROOT / path).exists(), path
+
+
+@pytest.mark.parametrize("wall, before, after, expected", [
+    (2916, "0.91", "1.09", 875),  # a slow hour: 48.6 min of wall is 14.6 min at the best hour
+    (1051, "0.31", "0.31", 1017),  # the best hour itself
+    (4465, "0.43", "0.64", 2504),
+])
+def test_a_runs_time_is_judged_at_the_machines_best_hour(wall, before, after, expected):
+    """make test's last lines: its wall time scaled by the best hour's fixed work (0.30 CPU-s) over the one measured
+    around the run; and the machine's CPU-seconds, a count that only grows."""
+    normalized = subprocess.run(["bash", "-c", f". {ROOT}/tests/bed/lib.sh && normalized_seconds {wall} {before} {after}"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    assert int(normalized) == expected
+    counts = [int(subprocess.run(["bash", "-c", f". {ROOT}/tests/bed/lib.sh && machine_cpu_seconds"], capture_output=True,
+                                 text=True, check=True).stdout) for _look in range(2)]
+    assert 0 < counts[0] <= counts[1]
