@@ -16,7 +16,10 @@ description:
     loaded) with their file, exact offset and size, in every part of a multi-part set, and hashes each the way llama.cpp
     does (FNV-1a 64) with O(tool), at disk speed.
   - The hashes are kept in O(manifest) and reused while every part is unchanged (same size, modification time and
-    inode), so a re-run reads nothing but the headers.
+    inode) and none changed after the manifest was written (its status change time), so a re-run reads nothing but the
+    headers. The manifest carries a digest of its tensors' lines, so one cut short or edited by hand is not trusted. A
+    master built with the collection's patch C(rpc_known_hashes) reads the manifest on the same terms (and checks the
+    digest) and sends the workers its hashes instead of reading and hashing their weights.
 author:
   - graviton.llama_rpc developers (@graviton)
 extends_documentation_fragment:
@@ -78,9 +81,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.gguf import GGUFError, read_model
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import hashed_tensors
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import hashed_tensors, record_digest
 
-MANIFEST_VERSION = 2  # 2: every part of a set, each tensor with its file
+MANIFEST_VERSION = 3  # 2: every part of a set, each tensor with its file; 3: with its digest (record_digest)
 
 
 def file_identity(path):
@@ -107,10 +110,14 @@ def main():
     try:
         with open(params["manifest"]) as handle:
             kept = json.load(handle)
-        if kept.get("identity") == identity:
+        # and written after every part's last change (a link, a chmod, a write that kept the time): the patched
+        # llama.cpp (rpc_known_hashes) trusts a record only then
+        written = os.stat(params["manifest"]).st_ctime_ns
+        if (kept.get("identity") == identity and kept.get("digest") == record_digest(kept["tensors"])
+                and all(os.stat(part["path"]).st_ctime_ns <= written for part in model["parts"])):
             module.exit_json(changed=False, tensors=kept["tensors"], hashed_bytes=sum(t["size"] for t in kept["tensors"]),
                              seconds=0.0, hash_rate=None)
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     tensors = hashed_tensors(model)
     started = time.monotonic()
@@ -133,7 +140,7 @@ def main():
     if not module.check_mode:
         partial = params["manifest"] + ".partial"
         with open(partial, "w") as handle:
-            json.dump({"identity": identity, "tensors": tensors}, handle)
+            json.dump({"identity": identity, "tensors": tensors, "digest": record_digest(tensors)}, handle)
         os.replace(partial, params["manifest"])
         changed = True
     module.exit_json(changed=changed, tensors=tensors, hashed_bytes=hashed, seconds=round(seconds, 3),

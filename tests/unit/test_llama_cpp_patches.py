@@ -62,3 +62,24 @@ def test_the_hash_ahead_patch_keeps_the_hash_and_the_messages():
     assert not any("fnv_prime" in line or "0xcbf29ce484222325" in line for line in removed + added)
     assert [line.strip() for line in removed] == ["request->hash = fnv_hash((const uint8_t*)data, size);"] * 2
     assert "GGML_RPC_LOAD_THREADS" in text
+
+
+def test_the_known_hashes_patch_keeps_the_hash_and_the_messages():
+    """A stock worker serves a master with rpc_known_hashes and writes the same cache files: the patch adds no RPC
+    command and changes no message or hash; the commands its lanes send are stock's, SET_TENSOR_HASH then, on a miss,
+    SET_TENSOR with the cache flag; the record it reads is the one gguf_tensor_hashes writes (its version and keys)."""
+    text = (PATCHES / "b11312" / "rpc_known_hashes.patch").read_text()
+    removed = [line[1:] for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:] for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert not any("enum rpc_cmd" in line or "struct rpc_msg" in line or "RPC_PROTO" in line or "RPC_CMD_" in line
+                   for line in removed)
+    # FNV-1a's constants appear only in the record's digest (record_digest), never in a tensor's hash
+    assert not any(("fnv_prime" in line or "0xcbf29ce484222325" in line) and "digest" not in line for line in removed + added)
+    sent = sorted(set(re.findall(r"RPC_CMD_[A-Z_]+", "\n".join(added))))
+    assert sent == ["RPC_CMD_SET_TENSOR", "RPC_CMD_SET_TENSOR_HASH"], sent
+    assert "cache_flag = 1;" in "\n".join(added)
+    from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes
+    assert "identity[0] != %d" % gguf_tensor_hashes.MANIFEST_VERSION in "\n".join(added)
+    for key in ('"identity"', '"tensors"', '"path"', '"offset"', '"size"', '"hash"', '"digest"'):
+        assert 'at(%s)' % key in "\n".join(added), key
+    assert "GGML_RPC_HASH_RECORD" in text

@@ -65,4 +65,12 @@ def patch_problems(patches, version, releases):
                          % (name, " and ".join(sorted(releases[name])), version, sorted(releases[name])[-1], name))
     if len(set(patches)) != len(patches):
         found.append("llama_build_patches names a patch twice (%s). Name each once" % ", ".join(patches))
+    for first, second in EXCLUSIVE:
+        if first in patches and second in patches:
+            found.append("llama_build_patches has both %s and %s, which change the same code of the master's load (%s "
+                         "hashes what it must on one thread per worker). List one of them" % (first, second, second))
     return found
+
+
+# Patches that change the same code, and so cannot be applied together.
+EXCLUSIVE = (("rpc_hash_ahead", "rpc_known_hashes"),)

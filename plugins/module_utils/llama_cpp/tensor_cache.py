@@ -22,6 +22,17 @@ CACHE_NAME = re.compile(r"^[0-9a-f]{16}$")
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
+def record_digest(tensors):
+    """The digest of a record of tensor hashes (gguf_tensor_hashes' .NAME.tensors.json): FNV-1a 64, 16 hex digits, of one
+    line "path offset size hash" per tensor in the record's order. The rpc_known_hashes patch computes it again and
+    trusts no record whose digest differs (cut short or edited by hand)."""
+    value = 0xCBF29CE484222325
+    for tensor in tensors:
+        for byte in ("%s %d %d %s\n" % (tensor["path"], tensor["offset"], tensor["size"], tensor["hash"])).encode():
+            value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % value
+
+
 def hashed_tensors(model):
     """The tensors llama.cpp sends to workers by hash: [{"name", "path" (its part), "offset" (in that file), "size",
     "layer" (None for the output layer's)}]. Left out: tensors of HASH_THRESHOLD or less (they always travel), the

@@ -9,9 +9,15 @@ file: wrong weights and no error. This looks at every file the worker has closed
 hashes it with the collection's cache tool, and removes a file that does not match, saying in the journal what
 filled the disk and what to free. The next load then sends that tensor again.
 
+What it found whole it keeps in a state file beside the cache (STATE_FILE: each file's size, modification and change
+time and inode), so that a start hashes only what was written since: a start of a stopped worker reads its cache once,
+for the load, not twice. The worker's unit runs it once before the worker starts (GUARD_ONCE=1, every file closed):
+a file a killed worker left short is gone before a load can ask for it.
+
 It runs at idle priority (CPU and I/O): it only takes what the worker leaves. Settings come from the environment.
 """
 
+import json
 import os
 import re
 import shutil
@@ -51,13 +57,33 @@ def tool_hasher(cache_tool):
     return fnv_hash
 
 
+def file_state(seen):
+    """What tells a file changed without reading it: size, modification and change time, inode."""
+    return (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino)
+
+
 class Guard:
     """Finds the closed cache files whose bytes do not hash to their name, and removes them; a file found whole is
-    not hashed again until its size or mtime changes."""
+    not hashed again until it changes, also across restarts when a state file is given."""
 
-    def __init__(self, cache_dir, fnv_hash, settle):
-        self.cache_dir, self.fnv_hash, self.settle = cache_dir, fnv_hash, settle
-        self.verified = {}  # name -> (size, mtime_ns) of the file found whole
+    def __init__(self, cache_dir, fnv_hash, settle, state_file=None):
+        self.cache_dir, self.fnv_hash, self.settle, self.state_file = cache_dir, fnv_hash, settle, state_file
+        self.verified = self._load()  # name -> file_state() of the file found whole
+
+    def _load(self):
+        try:
+            with open(self.state_file) as handle:
+                return {name: tuple(state) for name, state in json.load(handle).items()}
+        except (TypeError, OSError, ValueError, AttributeError):  # none given, none yet, or unreadable: hash again
+            return {}
+
+    def _save(self):
+        if not self.state_file:
+            return
+        partial = self.state_file + ".partial"
+        with open(partial, "w") as handle:
+            json.dump(self.verified, handle)
+        os.replace(partial, self.state_file)
 
     def sweep(self, now=None):
         """One look at the cache: [(name, size, bytes and count of the whole files left)] of the files removed."""
@@ -66,13 +92,13 @@ class Guard:
         except FileNotFoundError:  # the worker makes it when it starts
             entries = []
         # every file of this look, before any is hashed: the report's totals do not depend on the order of the listing
-        removed, present = [], {entry.name for entry in entries}
+        removed, present, before = [], {entry.name for entry in entries}, dict(self.verified)
         for entry in entries:
             try:
                 seen = entry.stat()
             except FileNotFoundError:
                 continue
-            state = (seen.st_size, seen.st_mtime_ns)
+            state = file_state(seen)
             if self.verified.get(entry.name) == state or (now or time.time()) - seen.st_mtime < self.settle:
                 continue  # known whole, or still being written
             digest = self.fnv_hash(entry.path)
@@ -80,7 +106,7 @@ class Guard:
                 again = os.stat(entry.path)
             except FileNotFoundError:
                 continue
-            if (again.st_size, again.st_mtime_ns) != state or digest is None:
+            if file_state(again) != state or digest is None:
                 continue  # it changed while hashed: the next pass looks again
             if digest == entry.name:
                 self.verified[entry.name] = state
@@ -90,7 +116,10 @@ class Guard:
             present.discard(entry.name)
             whole = [self.verified[name][0] for name in self.verified if name in present]
             removed.append((entry.name, seen.st_size, sum(whole), len(whole)))
-        self.verified = {name: state for name, state in self.verified.items() if name in present}
+        kept = {name: state for name, state in self.verified.items() if name in present}
+        if kept != before:
+            self._save()
+        self.verified = kept
         return removed
 
 
@@ -111,8 +140,17 @@ def main(environ=None):
     cache_tool = environ["CACHE_TOOL"]  # llama-rpc-cache, built with llama.cpp by the llama_build role
     interval = float(environ.get("GUARD_INTERVAL", "2"))
     settle = float(environ.get("GUARD_SETTLE", "2"))  # the worker writes a file in one go: unchanged this long, it is closed
+    state_file = environ.get("STATE_FILE") or None
+    if environ.get("GUARD_ONCE") == "1":  # before the worker starts: every file is closed
+        guard = Guard(cache_dir, tool_hasher(cache_tool), 0, state_file)
+        removed = guard.sweep()
+        for found in removed:
+            log(report(cache_dir, *found))
+        log("checked the tensor cache %s before the worker starts: %d files whole, %d removed"
+            % (cache_dir, len(guard.verified), len(removed)))
+        return 0
     log("guarding the tensor cache %s: files whose bytes do not hash to their name are removed" % cache_dir)
-    guard = Guard(cache_dir, tool_hasher(cache_tool), settle)
+    guard = Guard(cache_dir, tool_hasher(cache_tool), settle, state_file)
     while True:
         for removed in guard.sweep():
             log(report(cache_dir, *removed))

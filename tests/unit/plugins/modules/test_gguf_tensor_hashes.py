@@ -5,7 +5,9 @@ file is unchanged, a changed file is hashed again, check mode writes nothing, an
 import json
 import os
 import shutil
+import time
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes
 
 from tests.tools.llama_cpp import fnv1a64
@@ -20,7 +22,9 @@ def test_each_name_is_llama_cpps_hash_of_the_tensors_bytes(tool, model, tmp_path
         for tensor in result["tensors"][:1]:  # Python's FNV takes seconds per 11 MB tensor
             handle.seek(tensor["offset"])
             assert fnv1a64(handle.read(tensor["size"])) == tensor["hash"], tensor["name"]
-    assert json.loads((tmp_path / "m.json").read_text())["tensors"] == result["tensors"]
+    record = json.loads((tmp_path / "m.json").read_text())
+    assert record["tensors"] == result["tensors"]
+    assert record["digest"] == tensor_cache.record_digest(result["tensors"])
 
 
 def test_the_manifest_spares_a_rerun_and_a_changed_file_is_hashed_again(tool, model, tmp_path, capsys):
@@ -39,6 +43,25 @@ def test_the_manifest_spares_a_rerun_and_a_changed_file_is_hashed_again(tool, mo
     assert changed["tensors"][:-1] == first["tensors"][:-1]
 
 
+def test_a_part_changed_after_the_manifest_keeping_its_times_is_hashed_again(tool, model, tmp_path, capsys):
+    """A write that puts back the modification time (touch -r) leaves size, time and inode as they were: only the
+    status change time tells, and the manifest is made again (the patched llama.cpp trusts it on the same terms)."""
+    copy = tmp_path / "big.gguf"
+    shutil.copyfile(model, copy)
+    manifest = str(tmp_path / "m.json")
+    first = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=manifest)
+    before = os.stat(copy)
+    last = first["tensors"][-1]
+    time.sleep(0.05)  # status change times tick coarsely (a few ms): a change in the manifest's tick would pass
+    with open(copy, "r+b") as handle:
+        handle.seek(last["offset"])
+        handle.write(os.urandom(4096))
+    os.utime(copy, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert gguf_tensor_hashes.file_identity(str(copy)) == [before.st_size, before.st_mtime_ns, before.st_ino]
+    again = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=manifest)
+    assert again["changed"] and again["tensors"][-1]["hash"] != last["hash"]
+
+
 def test_check_mode_hashes_but_writes_no_manifest(tool, model, tmp_path, capsys):
     result = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "m.json"),
                         _ansible_check_mode=True)
@@ -52,3 +75,20 @@ def test_a_file_that_is_not_gguf_and_a_failing_helper_are_named(model, tmp_path,
     assert result["failed"] and result["msg"].startswith("cannot read the model:")
     result = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool="/bin/false", manifest=str(tmp_path / "m.json"))
     assert result["failed"] and result["msg"] == "hashing %s failed: 1" % model
+
+
+def test_a_manifest_cut_short_or_edited_is_written_again(tool, model, tmp_path, capsys):
+    """The digest of its tensors' lines: a record whose tensors were edited by hand (a hash swapped) no longer matches
+    it, and is not reused (nor trusted by the patched llama.cpp)."""
+    copy = tmp_path / "big.gguf"
+    shutil.copyfile(model, copy)
+    manifest = tmp_path / "m.json"
+    first = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=str(manifest))
+    record = json.loads(manifest.read_text())
+    record["tensors"][0]["hash"], record["tensors"][1]["hash"] = record["tensors"][1]["hash"], record["tensors"][0]["hash"]
+    manifest.write_text(json.dumps(record))
+    again = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=str(manifest))
+    assert again["changed"] and again["tensors"] == first["tensors"]
+    assert tensor_cache.record_digest(record["tensors"]) != record["digest"]
+    manifest.write_text(manifest.read_text()[:100])
+    assert run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=str(manifest))["changed"]

@@ -5,7 +5,7 @@ What to build; the CPU's flags, the archive's contents and the disk are the host
 import pytest
 from tests.unit.plugins.module_utils.input_rules.rules import refusals, check
 
-BUILD = {"min_safe_version": 8492, "patch_files": ["b11312/rpc_hash_ahead.patch"]}
+BUILD = {"min_safe_version": 8492, "patch_files": ["b11312/rpc_hash_ahead.patch", "b11312/rpc_known_hashes.patch"]}
 ARCHIVE = {"llama_build_source": "archive", "llama_build_archive_src": "/srv/llama.tar.gz",
            "llama_build_archive_sha256": "ab" * 32, "llama_build_archive_subdir": "llama.cpp"}
 
@@ -24,10 +24,14 @@ BUILD_CASES = {
                                     ["rpc_hash_ahead, which is written for llama.cpp b11312, not for "
                                      "llama_build_version=b11400", "Pin b11312, or remove rpc_hash_ahead"]),
     "an unknown patch": ({"llama_build_patches": ["rpc_fast"]},
-                         ["'rpc_fast', which is not one of the collection's patches (rpc_hash_ahead)"]),
+                         ["'rpc_fast', which is not one of the collection's patches (rpc_hash_ahead, rpc_known_hashes)"]),
     "patches not a list": ({"llama_build_patches": "rpc_hash_ahead"},
                            ["llama_build_patches='rpc_hash_ahead' is not a list of patch names"]),
     "a patch twice": ({"llama_build_patches": ["rpc_hash_ahead", "rpc_hash_ahead"]}, ["names a patch twice"]),
+    "two patches of the same code": ({"llama_build_patches": ["rpc_known_hashes", "rpc_hash_ahead"]},
+                                     ["llama_build_patches has both rpc_hash_ahead and rpc_known_hashes, which change the "
+                                      "same code of the master's load (rpc_known_hashes hashes what it must on one thread "
+                                      "per worker). List one of them"]),
 }
 
 
@@ -38,6 +42,7 @@ def test_llama_build_defaults_pass():
     assert refusals("llama_build", BUILD, {"llama_build_archive_sha256": "abc"}) == []
     assert refusals("llama_build", BUILD, {"llama_build_version": "b8000", "llama_build_allow_vulnerable_version": True}) == []
     assert refusals("llama_build", BUILD, {"llama_build_patches": ["rpc_hash_ahead"]}) == []
+    assert refusals("llama_build", BUILD, {"llama_build_patches": ["rpc_known_hashes"]}) == []
 
 
 def test_the_patches_releases_are_the_roles_files():
@@ -48,7 +53,7 @@ def test_the_patches_releases_are_the_roles_files():
     patches = ROOT / "roles" / "llama_build" / "files" / "patches"
     files = sorted(str(path.relative_to(patches)) for path in patches.glob("*/*.patch"))
     releases = patch_releases(files)
-    assert releases == {"rpc_hash_ahead": ["b11312"]}
+    assert releases == {"rpc_hash_ahead": ["b11312"], "rpc_known_hashes": ["b11312"]}
     assert all(defaults("llama_build")["llama_build_version"] in found for found in releases.values())
 
 
