@@ -3,6 +3,7 @@ public workers, the placement group, the tags; scaling; the inventory plugin; ch
 the cluster and spares the decoys. Bad input: tests/integration/bad_input/test_aws_infra.py."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -109,8 +110,9 @@ def iam():
                         aws_secret_access_key="testing")
 
 
-IDLE_STOP_ROLE = f"llama-rpc-{CLUSTER}-idle-stop"
-WAKE_POLICY = f"llama-rpc-{CLUSTER}-wake"
+# IAM names are the account's, not a region's: they carry the region
+IDLE_STOP_ROLE = f"llama-rpc-{CLUSTER}-{REGION}-stop"
+WAKE_POLICY = f"llama-rpc-{CLUSTER}-{REGION}-wake"
 
 
 def test_the_master_alone_may_stop_its_cluster_and_nothing_else():
@@ -231,6 +233,29 @@ def decoys_running():
     return sorted(i["InstanceId"] for r in reservations for i in r["Instances"])
 
 
+def volumes():
+    """{volume id: (IOPS, MiB/s, the tag a stop left)} of the cluster's instances."""
+    ids = [instance["InstanceId"] for instance in instances(states=("pending", "running", "stopping", "stopped"))]
+    found = ec2().describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": ids}])["Volumes"]
+    return {volume["VolumeId"]: (volume.get("Iops"), volume.get("Throughput"),
+                                 {tag["Key"]: tag["Value"] for tag in volume.get("Tags", [])}.get("graviton.llama_rpc/provisioned"))
+            for volume in found}
+
+
+def figures(output):
+    """The running $/hour, the stopped $/month and the stopped share a playbook printed."""
+    running = re.search(r"Running: \$(\d+\.\d\d) per hour", output)
+    stopped = re.search(r"Stopped: \$[\d.]+ per hour, \$(\d+\.\d\d) a month \(([\d.]+)% of the running hour\)", output)
+    assert running and stopped, output[-3000:]
+    return float(running.group(1)), float(stopped.group(1)), float(stopped.group(2))
+
+
+def test_provisioning_gives_the_volumes_what_was_asked():
+    """moto's launch ignores a block device's IOPS and throughput, as AWS keeps a volume's when a setting changes:
+    provisioning modifies them to what aws_infra_volume_iops and aws_infra_volume_throughput_mib_s ask."""
+    assert set(volumes().values()) == {(4000, 1000, None)}, volumes()
+
+
 def test_stop_and_start_touch_the_tagged_instances_only_and_find_the_new_address(tmp_path):
     """stop.yml stops the cluster's instances, found by its tag alone (the decoy runs on), and says what it costs stopped;
     a second stop changes nothing and says so; provisioning a stopped cluster is refused (it would launch another);
@@ -246,10 +271,21 @@ def test_stop_and_start_touch_the_tagged_instances_only_and_find_the_new_address
     known.write_text(f"{old_address} {key}\n")
     power = dict(BASE, aws_infra_known_hosts_file=str(known))
 
+    running_before = figures(playbook("provision.yml", BASE).stdout)
     stopped = playbook("stop.yml", power)
     assert stopped.returncode == 0, stopped.stdout[-3000:]
     assert instances() == [] and len(instances(states=("stopped",))) == 3
-    assert "(stopped)" in stopped.stdout and "per month stopped" in stopped.stdout
+    # the volumes lowered to gp3's baseline, what they had in their tag, and the bill printed with them: the storage
+    # alone, under 2% of the running hour; no public address the master has given up
+    assert set(volumes().values()) == {(3000, 125, "4000/1000")}, volumes()
+    assert "lowered to 3000 IOPS and 125 MiB/s" in stopped.stdout
+    running, month, share = figures(stopped.stdout)
+    # what provisioning said a stop would cost is what the stop costs: the volumes' storage alone
+    assert (running, month) == running_before[:2] and share < 2.0, (running, month, share, running_before)
+    storage = sum(volume["Size"] for volume in ec2().describe_volumes(VolumeIds=list(volumes()))["Volumes"]) * 0.08
+    assert month == round(storage, 2), (month, storage)
+    assert "Billed while stopped: the volumes' storage" in stopped.stdout
+    assert "(stopped)" in stopped.stdout and old_address not in stopped.stdout
     assert decoys_running() == decoys
     again = playbook("stop.yml", power)
     assert again.returncode == 0 and "every instance is stopped already; nothing changes" in again.stdout
@@ -259,21 +295,98 @@ def test_stop_and_start_touch_the_tagged_instances_only_and_find_the_new_address
     assert over.returncode != 0 and f"Cluster {CLUSTER} in {REGION} is stopped" in over.stdout + over.stderr
     assert len(instances(states=("pending", "running", "stopping", "stopped"))) == 3
 
-    started = playbook("start.yml", power, "--limit", "localhost")
+    # aws_infra_wait_for_ssh=false (BASE): the start returns once the instances run, with no SSH asked of them
+    started = playbook("start.yml", power)
     assert started.returncode == 0, started.stdout[-3000:]
+    assert "Not waited for, nor its first token timed (aws_infra_wait_for_ssh=false)" in started.stdout
     [master] = instances("master")
     assert len(instances()) == 3 and master["PublicIpAddress"] != old_address
     for worker in instances("workers"):
         tags = {tag["Key"]: tag["Value"] for tag in worker["Tags"]}
         assert tags["graviton.llama_rpc/jump"] == master["PublicIpAddress"]
     assert known.read_text().split() == [master["PublicIpAddress"], *key.split()], known.read_text()
-    assert "per hour running" in started.stdout and decoys_running() == decoys
+    assert set(volumes().values()) == {(4000, 1000, None)}, volumes()
+    assert "restored to 4000 IOPS and 1000 MiB/s" in started.stdout
+    assert figures(started.stdout)[0] == running_before[0] and decoys_running() == decoys
+
+    # The master's volume was modified at provisioning, at the stop and at the start: a fourth modification (this stop)
+    # is AWS's last in 24 hours, and the next start keeps it lowered, says so, and prints the figures as they are.
+    [master_volume] = ec2().describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [master["InstanceId"]]}])["Volumes"]
+    assert playbook("stop.yml", power).returncode == 0
+    kept = playbook("start.yml", power)
+    assert kept.returncode == 0, kept.stdout[-3000:]
+    assert re.search(master_volume["VolumeId"] + r" kept at 3000 IOPS and 125 MiB/s: AWS lets it be modified again from "
+                     r"\S+ \(it was modified 4 times in the last 24 hours, AWS's limit\); the next start tries again",
+                     kept.stdout), kept.stdout[-3000:]
+    assert volumes()[master_volume["VolumeId"]] == (3000, 125, "4000/1000")
+    assert figures(kept.stdout)[0] < running_before[0]
 
     counts = moto_aws.account_counts(ec2())
     never = playbook("start.yml", dict(power, aws_infra_cluster_name="never-made"), "--limit", "localhost")
     assert never.returncode != 0
     assert "No instance in eu-west-1 carries the tag graviton.llama_rpc/cluster=never-made" in never.stdout + never.stderr
     assert moto_aws.account_counts(ec2()) == counts
+
+
+def test_a_nat_gateway_is_in_both_bills_and_goes_when_turned_off():
+    """aws_infra_nat_gateway bills every hour, running or stopped: both figures count it, the words say how to stop it,
+    and provisioning with it turned off deletes it (and its route) again."""
+    without = figures(playbook("provision.yml", BASE).stdout)
+    made = playbook("provision.yml", dict(BASE, aws_infra_nat_gateway=True))
+    assert made.returncode == 0, made.stdout[-3000:]
+    running, month, _share = figures(made.stdout)
+    assert round(running - without[0], 2) == 0.05 and round(month - without[1], 1) == 36.5, (running, month, without)
+    assert "1 NAT gateway(s) and their Elastic IPs $0.050" in made.stdout
+    assert "the NAT gateway and its Elastic IP ($0.050 an hour, plus $0.045 per GB it carries), whether the cluster " \
+           "runs or not: set aws_infra_nat_gateway: false" in made.stdout
+    nats = ec2().describe_nat_gateways(Filters=cluster_filter({"Name": "state", "Values": ["pending", "available"]}))
+    assert len(nats["NatGateways"]) == 1
+
+    gone = playbook("provision.yml", BASE)
+    assert gone.returncode == 0, gone.stdout[-3000:]
+    assert figures(gone.stdout)[:2] == without[:2]
+    assert "NAT gateway" not in re.search(r"Running: [^\n\"]*", gone.stdout).group(0)
+    nats = ec2().describe_nat_gateways(Filters=cluster_filter({"Name": "state", "Values": ["pending", "available"]}))
+    assert nats["NatGateways"] == []
+    routes = [route for table in ec2().describe_route_tables(Filters=cluster_filter())["RouteTables"]
+              for route in table["Routes"] if route.get("NatGatewayId")]
+    assert routes == []
+
+
+OTHER_REGION = "us-west-2"
+
+
+def test_two_clusters_of_one_name_in_two_regions_live_and_die_apart():
+    """IAM is the account's: the same cluster name in a second region, with the idle stop, gets a role, profile and wake
+    policy of its own, each naming its region; tearing it down leaves the first region's whole."""
+    boto3.client("ec2", endpoint_url=ENDPOINT, region_name=OTHER_REGION, aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_key_pair(KeyName="molecule-key")
+    other = dict(BASE, aws_infra_region=OTHER_REGION, aws_infra_idle_stop=True, aws_infra_wake_policy=True)
+    made = playbook("provision.yml", other)
+    assert made.returncode == 0, made.stdout[-3000:]
+    client = iam()
+    roles = {role["RoleName"] for role in client.list_roles()["Roles"]}
+    policies = {policy["PolicyName"]: policy for policy in client.list_policies(Scope="Local")["Policies"]}
+    assert {IDLE_STOP_ROLE, f"llama-rpc-{CLUSTER}-{OTHER_REGION}-stop"} <= roles
+    assert {WAKE_POLICY, f"llama-rpc-{CLUSTER}-{OTHER_REGION}-wake"} <= set(policies)
+
+    gone = playbook("teardown.yml", other)
+    assert gone.returncode == 0, gone.stdout[-3000:]
+    assert f"IAM: role:llama-rpc-{CLUSTER}-{OTHER_REGION}-stop, policy:llama-rpc-{CLUSTER}-{OTHER_REGION}-wake" in gone.stdout
+    roles = {role["RoleName"] for role in client.list_roles()["Roles"]}
+    profiles = {profile["InstanceProfileName"] for profile in client.list_instance_profiles()["InstanceProfiles"]}
+    policies = {policy["PolicyName"]: policy for policy in client.list_policies(Scope="Local")["Policies"]}
+    assert f"llama-rpc-{CLUSTER}-{OTHER_REGION}-stop" not in roles | profiles
+    assert f"llama-rpc-{CLUSTER}-{OTHER_REGION}-wake" not in policies
+    # the first region's: whole, still naming its region, still the master's profile
+    assert IDLE_STOP_ROLE in roles and IDLE_STOP_ROLE in profiles and WAKE_POLICY in policies
+    document = client.get_role_policy(RoleName=IDLE_STOP_ROLE, PolicyName="stop-this-cluster")["PolicyDocument"]
+    document = json.loads(document) if isinstance(document, str) else document
+    assert {statement["Resource"] for statement in document["Statement"]} == {f"arn:aws:ec2:{REGION}:*:instance/*", "*"}
+    [master] = instances("master")
+    assert master["IamInstanceProfile"]["Arn"].endswith(":instance-profile/" + IDLE_STOP_ROLE)
+    tags = {tag["Key"]: tag["Value"] for tag in master["Tags"]}
+    assert tags["graviton.llama_rpc/iam"] == f"role:{IDLE_STOP_ROLE} policy:{WAKE_POLICY}"
 
 
 def test_teardown_removes_the_cluster_and_spares_the_decoys():

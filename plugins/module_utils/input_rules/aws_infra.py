@@ -75,16 +75,26 @@ def aws_infra(settings):
     if not in_range(s["aws_infra_exporter_port"], 0, 65535) or exporter in (22, whole(s["aws_infra_rpc_port"])):
         found.append("aws_infra_exporter_port=%s: set it from 1 to 65535, other than SSH (22) and the RPC port, or 0 for "
                      "no rule." % s["aws_infra_exporter_port"])
-    # gp3's limits (docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html)
+    # gp3's limits: the EC2 API reference's ModifyVolume and CreateVolume (Throughput 125 to 2,000 MiB/s, Iops 3,000 to
+    # 16,000; docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ModifyVolume.html), at most 0.25 MiB/s per IOPS
+    # (docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html)
     throughput, iops = whole(s["aws_infra_volume_throughput_mib_s"]), whole(s["aws_infra_volume_iops"])
-    throughput_good = throughput is not None and 125 <= throughput <= 1000
+    throughput_good = throughput is not None and 125 <= throughput <= 2000
     if not throughput_good:
-        found.append("aws_infra_volume_throughput_mib_s=%s: gp3 takes 125 to 1000." % s["aws_infra_volume_throughput_mib_s"])
+        found.append("aws_infra_volume_throughput_mib_s=%s: gp3 takes 125 to 2000." % s["aws_infra_volume_throughput_mib_s"])
     if iops is None or not 3000 <= iops <= 16000:
         found.append("aws_infra_volume_iops=%s: gp3 takes 3000 to 16000." % s["aws_infra_volume_iops"])
     if throughput_good and throughput > (iops or 0) * 0.25:
         found.append("gp3 carries at most 0.25 MiB/s per IOPS: for %d MiB/s set aws_infra_volume_iops to at least %d."
                      % (throughput, throughput * 4))
+    # IAM names belong to the account, not a region: each made for the cluster carries the region too, and a role's
+    # name takes at most 64 characters (docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html). A 32-character
+    # cluster name fits with every region botocore knows (a unit test checks it).
+    longest = len("llama-rpc-%s-%s-stop" % (s["aws_infra_cluster_name"], s["aws_infra_region"]))
+    if (s["aws_infra_idle_stop"] or s["aws_infra_wake_policy"]) and longest > 64:
+        found.append("aws_infra_region='%s': the IAM names made for cluster %s (llama-rpc-<cluster>-<region>-stop) would "
+                     "be %d characters, over IAM's 64: check the region's name (for example eu-west-1), or shorten "
+                     "aws_infra_cluster_name." % (s["aws_infra_region"], s["aws_infra_cluster_name"], longest))
     if s["aws_infra_admin_cidr"] == "0.0.0.0/0" and not s["aws_infra_ssh_from_anywhere"]:
         found.append("aws_infra_admin_cidr=0.0.0.0/0 would open SSH on the master to the whole internet. Use your own "
                      "address (for example the output of `curl -s https://checkip.amazonaws.com`/32) or, knowingly, "

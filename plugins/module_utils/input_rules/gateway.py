@@ -66,13 +66,13 @@ def gateway(settings):
             seconds = number(backend.get("start_seconds"))
             if seconds is None:
                 continue
-            boot = load_time.figure("ec2_boot_s") if str(backend.get("wake", "")).startswith("aws:") else 0
+            boot = load_time.figure("ec2_start_s") if str(backend.get("wake", "")).startswith("aws:") else 0
             start = boot + seconds + rise * interval
             if whole(wake) < start:
                 found.append("gateway_wake_timeout=%s is shorter than the predicted start of %s's cluster: %.0f s (%sits "
                              "load from the workers' caches, %.1f s by the load-time model, then %d health checks %d s "
                              "apart): set it to %d or more" % (wake, backend["master"], start,
-                                                               "its instances' boot, %.0f s, then " % boot if boot else "",
+                                                               "its instances' start, %.0f s, then " % boot if boot else "",
                                                                seconds, rise, interval, int(start + 0.999)))
     names = [backend["name"] for backend in s["backends"]]
     if len(set(names)) != len(names):

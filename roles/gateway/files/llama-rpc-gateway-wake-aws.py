@@ -7,7 +7,7 @@ starts the stopped instances that carry the tag graviton.llama_rpc/cluster=<clus
 "starting <ids>", "running" (nothing was stopped) or "refused" (a cluster the gateway does not front:
 WAKE_AWS_CLUSTERS, "<region>:<cluster>" with spaces between). Its credentials are the host's: its instance profile
 on EC2, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in /etc/llama-rpc-gateway/aws.env (root only), with the
-policy aws_infra made for it (aws_infra_idle_stop): ec2:StartInstances on instances
+policy aws_infra made for it (aws_infra_wake_policy, llama-rpc-<cluster>-<region>-wake): ec2:StartInstances on instances
 carrying the cluster's tag, and ec2:DescribeInstances. So the gateway can start its clusters and nothing else.
 """
 

@@ -1,26 +1,17 @@
-"""What a cluster costs running and stopped, from the one price table (module_utils/aws/instance_types.py)."""
+"""The cluster_cost filter: module_utils/aws/cluster_bill.py from a playbook (aws_infra's _cost.yml)."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.graviton.llama_rpc.plugins.filter.cluster_cost import cluster_cost
 
 
-def test_the_readme_cluster_running_and_stopped():
-    """The README's cluster: a c8g.8xlarge master and two c8g.4xlarge workers, volumes of 110 and 70 GB provisioned at
-    1,000 MiB/s and 4,000 IOPS."""
-    volumes = [{"size": 110, "iops": 4000, "throughput": 1000}] + [{"size": 70, "iops": 4000, "throughput": 1000}] * 2
-    cost = cluster_cost(["c8g.8xlarge", "c8g.4xlarge", "c8g.4xlarge"], volumes)
-    per_volume_extra = 1000 * 0.005 + 875 * 0.040  # IOPS over 3,000, MiB/s over 125
-    month = 250 * 0.08 + 3 * per_volume_extra
-    assert cost["stopped_usd_month"] == pytest.approx(month) == pytest.approx(140.0)
-    assert cost["running_usd_hour"] == pytest.approx(1.27616 + 2 * 0.63808 + month / 730)
-    assert cost["unpriced"] == []
-
-
-def test_gp3_at_its_baseline_costs_its_storage_only_and_unknown_types_are_named():
-    cost = cluster_cost(["c8g.4xlarge", "m7g.large"], [{"size": 30, "iops": 3000, "throughput": 125}, {"size": 30}])
-    assert cost["stopped_usd_month"] == pytest.approx(60 * 0.08)
-    assert cost["unpriced"] == ["m7g.large"]
+def test_it_passes_what_the_role_read_to_the_bill():
+    volumes = [{"size": 110, "iops": 4000, "throughput": 1000}, "not a volume"]
+    cost = cluster_cost(["c8g.8xlarge"], volumes, public_ipv4="1", nat_gateways="1", running_now=False)
+    assert [line["item"] for line in cost["stopped_lines"]] == [
+        "volumes' storage (110 GB of gp3)", "volumes' performance beyond gp3's baseline (4000 IOPS and 1000 MiB/s)",
+        "1 NAT gateway(s) and their Elastic IPs"]
+    assert cost["running_usd_hour"] == pytest.approx(1.27616 + (110 * 0.08 + 40) / 730 + 0.005 + 0.05)
 
 
 def test_it_refuses_what_is_not_a_list_of_types():

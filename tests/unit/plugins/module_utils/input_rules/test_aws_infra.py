@@ -36,8 +36,11 @@ AWS_CASES = {
     "17 workers": ({"aws_infra_worker_count": 17}, "aws_infra_worker_count from 1 to 16"),
     "SSH from anywhere without the opt-in": ({"aws_infra_admin_cidr": "0.0.0.0/0"}, "aws_infra_ssh_from_anywhere: true"),
     "no admin CIDR": ({"aws_infra_admin_cidr": ""}, "aws_infra_admin_cidr is empty: set it to the addresses that may reach SSH"),
-    "volume throughput above gp3's": ({"aws_infra_volume_throughput_mib_s": 2000},
-                                      "aws_infra_volume_throughput_mib_s=2000: gp3 takes 125 to 1000."),
+    "volume throughput above gp3's": ({"aws_infra_volume_throughput_mib_s": 2001, "aws_infra_volume_iops": 16000},
+                                      "aws_infra_volume_throughput_mib_s=2001: gp3 takes 125 to 2000."),
+    "IAM names over 64 characters": ({"aws_infra_idle_stop": True, "aws_infra_region": "us-east-1-" + "x" * 30},
+                                     "the IAM names made for cluster bad-input (llama-rpc-<cluster>-<region>-stop) would "
+                                     "be 65 characters, over IAM's 64"),
     "IOPS above gp3's": ({"aws_infra_volume_iops": 20000}, "aws_infra_volume_iops=20000: gp3 takes 3000 to 16000."),
     "throughput the IOPS cannot carry": ({"aws_infra_volume_throughput_mib_s": 1000, "aws_infra_volume_iops": 3000},
                                          "set aws_infra_volume_iops to at least 4000"),
@@ -60,6 +63,23 @@ def test_aws_infra_defaults_pass():
                                        "aws_infra_server_allowed_sources": ["10.42.0.0/16", "192.168.4.0/24"],
                                        "aws_infra_vpc_id": "vpc-1", "aws_infra_subnet_id": "subnet-1",
                                        "aws_infra_volume_throughput_mib_s": 125, "aws_infra_volume_iops": 3000}) == []
+    # gp3's current limit (the EC2 API reference's ModifyVolume), with the IOPS it needs
+    assert refusals("aws_infra", AWS, {"aws_infra_volume_throughput_mib_s": 2000, "aws_infra_volume_iops": 8000}) == []
+
+
+def test_the_iam_names_of_a_32_character_cluster_fit_in_every_region_botocore_knows():
+    """IAM names carry the region (they are the account's, not a region's): with the longest cluster name the input
+    rules let through, the longest is llama-rpc-<cluster>-<region>-stop, at most 64 characters (IAM's limit for a role)."""
+    import botocore.session
+    session = botocore.session.get_session()
+    regions = {region for partition in session.get_available_partitions()
+               for region in session.get_available_regions("ec2", partition)}
+    assert len(regions) > 20
+    longest = max(regions, key=len)
+    name = "a" * 32
+    assert len("llama-rpc-%s-%s-stop" % (name, longest)) <= 64, longest
+    assert refusals("aws_infra", AWS, {"aws_infra_cluster_name": name, "aws_infra_region": longest,
+                                       "aws_infra_idle_stop": True, "aws_infra_wake_policy": True}) == []
 
 
 @pytest.mark.parametrize("case", sorted(AWS_CASES))
