@@ -92,7 +92,9 @@ options:
     description:
       - The rates the first load depends on, to predict its time (RV(load)) with the collection's load-time model
         (docs/performance.md). C(master_disk_read), C(worker_disk_read), C(worker_disk_write) and C(network_rate) (one
-        TCP flow) in bytes per second, C(master_cached_bytes) the part of the model in the master's page cache.
+        TCP flow) in bytes per second, C(master_cached_bytes) the part of the model in the master's page cache;
+        C(hash_threads) and C(known_hashes) what the master's build changes in the load (llama_build_patches
+        C(rpc_hash_ahead), C(rpc_known_hashes)).
       - Omitted, no prediction is made.
     type: dict
 attributes:

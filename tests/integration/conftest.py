@@ -41,6 +41,7 @@ SMALL_WAKE_PORT = 8091  # the master's wake socket (the gateway's wake of a stop
 # Feed-forward matrices of 10.5 MiB: over llama.cpp's 10 MiB, so they travel by hash and fill the worker's cache.
 SMALL_SHAPE = {"embd": 256, "layers": 4, "ff": 10752}
 SMALL_SPLIT = 50_000_000  # three parts
+SMALL_MASTER_PATCHES = ("rpc_known_hashes",)
 
 
 def small_model_source(directory):
@@ -78,6 +79,8 @@ def small_cluster_inventory(directory, gateway=None, **group_vars):
     def hosts(*names):
         return {"hosts": {name: {} for name in names}}
     groups = {"llama_master": hosts(SMALL_MASTER), "llama_workers": hosts(SMALL_WORKER)}
+    # the master's build sends the record's hashes and fills its workers at once (its starts and updates tested so)
+    groups["llama_master"]["hosts"][SMALL_MASTER]["llama_build_patches"] = list(SMALL_MASTER_PATCHES)
     if gateway:
         groups["llama_gateway"] = hosts(gateway)
     variables = dict(containers.archive_source_vars(), ansible_connection="community.docker.docker",
@@ -96,6 +99,9 @@ def small_cluster_inventory(directory, gateway=None, **group_vars):
 def small_cluster(x86_build, tmp_path_factory):
     """The master and its worker, deployed. Yields (hosts by name, the inventory's directory, deploy.yml's output)."""
     del x86_build  # asked for what it leaves behind: the kept build the deploy distributes (no compile)
+    # and the master's patched build, kept beside it (compiled in the build cache's container: only what the patch
+    # changes), which the deploy distributes too
+    llama_cpp.role_build(tmp_path_factory.mktemp("master-build"), patches=list(SMALL_MASTER_PATCHES))
     client = docker.from_env()
     # NET_ADMIN: the worker's nftables table
     hosts = {name: containers.start_host(client, name, SMALL_NETWORK, extra_caps=["NET_ADMIN"])

@@ -438,6 +438,9 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     journal = containers.checked_sh(master, f"journalctl -u llama-server --since @{int(since) + 1} --no-pager -o cat")
     assert journal.count("Started llama-server.service") == 1, journal[-3000:]
     assert "Failed to connect" not in journal and "ABRT" not in journal and "core-dump" not in journal, journal[-3000:]
+    # its load took the hashes from the deploy's record (the master's known-hashes build): none of the worker's
+    # weights was read or hashed on the master
+    assert re.search(r"\d+ tensor hashes from the record \S+\.tensors\.json", journal), journal[-3000:]
     assert greedy(master) == in_use.answer
     model_bytes = sum(size for _inode, size, _sha in ((int(a), int(b), c) for a, b, c in served_files(master).values()))
     sent = int(containers.checked_sh(master, "cat /sys/class/net/$(ip -o route show default | awk '{print $5}')/statistics/tx_bytes"))

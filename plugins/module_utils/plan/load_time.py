@@ -65,9 +65,10 @@ FIGURES = {
     "flow_rate": (5e9 / 8, "B/s", "AWS EC2 instance network bandwidth: one TCP flow 5 Gbps outside a cluster placement "
                   "group (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html)"),
     "flow_rate_placement_group": (10e9 / 8, "B/s", "the same page: up to 10 Gbps per flow inside a cluster placement group"),
-    "ec2_boot_s": (29.0, "s", "third-party measurement: an EC2 instance from the API call to its SSH port open, Ubuntu "
-                   "on c5.xlarge, 1.5 + 4.9 + 17.2 + 5.6 s (https://www.daemonology.net/blog/2021-08-12-EC2-boot-time-"
-                   "benchmarking.html); a start of a stopped instance is taken to boot as long (not measured here)"),
+    "ec2_start_s": (21.2, "s", "third-party measurement: a stopped EC2 instance from the StartInstances call to its SSH "
+                    "port open, m7i.large with Amazon Linux 2023, one run: 1.8 s API call, 16.4 s pending to running, "
+                    "3.0 s boot to SSH (https://github.com/brevdev/ec2-coldboot-research/blob/main/docs/"
+                    "start-stopped-results.md); not measured on AWS here"),
     "dirty_fraction": (0.20, "of memory", "Linux vm.dirty_ratio default 20%: buffered writes beyond it wait for the disk "
                        "(https://docs.kernel.org/admin-guide/sysctl/vm.html)"),
 }
@@ -78,7 +79,7 @@ def figure(name):
 
 
 def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, state, master_bytes=0, hash_threads=1,
-            shared_cores=0):
+            shared_cores=0, known_hashes=False, shared_disk_rate=0):
     """The first load of a model split across workers.
 
     model_bytes:  bytes of the weights that go to the workers
@@ -97,7 +98,14 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
                   on that many cores while the loader waits for a worker, so on a hit too the master's part and the
                   workers' count once, the longer of them.
     shared_cores: when the workers run on the master's own cores (a benchmark on one machine), how many there are:
-                  the master's and the workers' CPU work together cannot take less than their sum over those cores.
+                  the master's and the workers' CPU work together cannot take less than their sum over those cores; on a
+                  hit with hash threads, the threads and the worker share the cores fairly while the hashing lasts.
+    known_hashes: the master built with the rpc_known_hashes patch, with a valid record: on a hit it neither reads nor
+                  hashes a hashed tensor (the record gives its hash), each worker is filled by a lane of its own (the
+                  workers at once, the slowest bounds them), and the master reads what it keeps meanwhile. On a miss
+                  the lane reads and sends the bytes, as stock, but the workers still fill at once.
+    shared_disk_rate: when the master and the workers read one disk (a benchmark on one machine), its rate: what they
+                  read from it together cannot take less than their bytes over that rate.
 
     Returns {"seconds", "bound", "parts": {"master_read", "master_hash", "transfer", "workers", "per_tensor"},
              "bytes_sent"}.
@@ -150,13 +158,23 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     # (ggml-rpc.cpp: ggml_backend_rpc_buffer_set_tensor, rpc_server::set_tensor). The cold loads measured here (make
     # bench-load, 1 to 6 GB, two runs) were 0.78 to 1.00 of the steps' sum.
     per_tensor = tensors * figure("per_tensor_s")
+    if known_hashes:
+        return _known_hashes(model_bytes, hashed_bytes, workers, share, master, network_rate, hit, state, master_bytes,
+                             in_memory, read_per_byte, per_tensor, shared_cores, shared_disk_rate)
     master_message = 0.0 if hit else hashed_bytes / hit_rate
     if hit and threads == 1:
         hashed_phase = master_hashed + worker_hashed
     else:
         hashed_phase = master_message + max(master_hashed, worker_hashed)
     unshared = hashed_phase
-    if shared_cores:
+    if shared_cores and hit and threads > 1:
+        # the hash threads and the worker are runnable together and the scheduler shares the cores fairly: each gets
+        # cores / (threads + 1) of one until the hashing ends, then the worker has a core of its own for what is left
+        share_each = min(1.0, shared_cores / float(threads + 1))
+        hashing = (hashed_bytes * in_memory / memory_rate + master_hash) / (threads * share_each)
+        worker_left = max(0.0, worker_hashed - share_each * hashing)
+        hashed_phase = max(hashed_phase, hashing + worker_left)
+    elif shared_cores:
         cpu_work = master_message + hashed_bytes * in_memory / memory_rate + master_hash + worker_hashed
         hashed_phase = max(hashed_phase, cpu_work / shared_cores)
     total = transfer + hashed_phase + master_unhashed + worker_unhashed + per_tensor + master_own
@@ -186,11 +204,56 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
             "bytes_sent": int(bytes_sent)}
 
 
+def _known_hashes(model_bytes, hashed_bytes, workers, share, master, network_rate, hit, state, master_bytes, in_memory,
+                  read_per_byte, per_tensor, shared_cores, shared_disk_rate):
+    """predict() for the rpc_known_hashes master: one lane per worker, all at once; the master's own read beside them."""
+    hash_rate, hit_rate, store_rate = figure("hash_rate"), figure("worker_hit_rate"), figure("worker_store_rate")
+    unhashed = model_bytes - hashed_bytes
+    lanes, disk_bytes, cpu_work = [], 0.0, 0.0
+    for worker, fraction in zip(workers, share):
+        hashed, small = hashed_bytes * fraction, unhashed * fraction
+        cached = worker.get("cache_in_memory")
+        if hit:
+            # the worker reads its cache file (from its disk unless its page cache holds it) and copies it in
+            work = hashed / hit_rate
+            lane = work + (0.0 if cached else hashed / worker["disk_read"]) + small * read_per_byte
+            disk_bytes += 0.0 if cached else hashed
+            sent = small
+        else:
+            # the lane reads the bytes from the model (their hash is the record's), copies them into a message and
+            # sends them; the worker hashes them, stores them and copies them in (write-back hides its disk, as stock's)
+            work = hashed * (1 / hit_rate + 1 / hash_rate + 1 / store_rate)
+            lane = hashed * read_per_byte + work + small * read_per_byte
+            sent = hashed + small
+        lane += sent / network_rate + small / hit_rate
+        cpu_work += work + small / hit_rate
+        lanes.append(lane)
+    disk_bytes += (unhashed + master_bytes + (0 if hit else hashed_bytes)) * (1 - in_memory)
+    master_own = master_bytes * read_per_byte
+    fill = max(lanes) if lanes else 0.0
+    seconds = max(fill, master_own)
+    bound = ("the workers' cache reads (%s), all at once" % ("copies in memory" if all(w.get("cache_in_memory") for w in workers)
+                                                            else "their disks") if hit else
+             "the workers' stores (hashing again and writing what they receive), all at once")
+    if master_own > fill:
+        bound = "the master's read of what it keeps itself"
+    if shared_cores and cpu_work / shared_cores > seconds:
+        seconds, bound = cpu_work / shared_cores, "the cores the master and the workers share (%d)" % shared_cores
+    if shared_disk_rate and disk_bytes / shared_disk_rate > seconds:
+        seconds, bound = disk_bytes / shared_disk_rate, "the one disk the master and the workers read"
+    total = seconds + per_tensor
+    parts = {"master_read": master_own + unhashed * read_per_byte, "master_hash": 0.0,
+             "transfer": (unhashed if hit else model_bytes) / network_rate, "workers": fill, "per_tensor": per_tensor}
+    return {"seconds": round(total, 1), "bound": bound, "parts": {key: round(value, 1) for key, value in parts.items()},
+            "bytes_sent": int(unhashed if hit else model_bytes)}
+
+
 def for_plan(header, plan, tensors_by_worker, figures, state):
     """predict() for a gguf_plan plan: the bytes and tensors each worker receives, from the model's header.
 
     tensors_by_worker: {endpoint: [hashed tensor...]} (tensor_cache.assign); figures: {"master_disk_read",
-    "master_cached_bytes", "network_rate", "worker_disk_read", "worker_disk_write"} in bytes (per second).
+    "master_cached_bytes", "network_rate", "worker_disk_read", "worker_disk_write"} in bytes (per second), and what the
+    master's build changes: "hash_threads" (rpc_hash_ahead), "known_hashes" (rpc_known_hashes).
     """
     workers = []
     for worker in plan["workers"]:
@@ -202,4 +265,5 @@ def for_plan(header, plan, tensors_by_worker, figures, state):
     sent_tensors = sum(1 for tensor in header["tensors"] if not tensor["name"].startswith("token_embd"))
     master = {"disk_read": figures["master_disk_read"], "cached_bytes": figures.get("master_cached_bytes", 0)}
     return predict(model_bytes, hashed, sent_tensors, workers, master, figures["network_rate"], state,
-                   master_bytes=plan["master"]["weights_bytes"])
+                   master_bytes=plan["master"]["weights_bytes"], hash_threads=int(figures.get("hash_threads") or 1),
+                   known_hashes=str(figures.get("known_hashes")).lower() in ("true", "1"))

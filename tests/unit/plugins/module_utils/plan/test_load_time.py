@@ -71,17 +71,17 @@ def test_the_405b_load_is_explained_within_30_percent():
     assert inside["bound"] == outside["bound"] == "the master's model read (its disk)"
 
 
-def staged_70b(worker_caches_in_memory, master_cached=True, hash_threads=1):
+def staged_70b(worker_caches_in_memory, master_cached=True, hash_threads=1, known_hashes=False, rate_mib=1000):
     """The AWS defaults: the master holds the model in its page cache (c8g.8xlarge, 64 GiB, the model read once by the
     staging before the load), the workers' caches on gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps). With
     worker_caches_in_memory, workers whose page cache keeps their cache files beside their share of the weights
     (c8g.8xlarge workers, 64 GiB, for a 19 GB share each)."""
     sent, hashed, tensors, token_embd = llama_70b_q4_0()
-    workers = [dict(gp3_worker(sent / 2, memory_gib=64 if worker_caches_in_memory else 32, rate_mib=1000),
+    workers = [dict(gp3_worker(sent / 2, memory_gib=64 if worker_caches_in_memory else 32, rate_mib=rate_mib),
                     cache_in_memory=worker_caches_in_memory)] * 2
-    master = {"disk_read": 1000 * MIB, "cached_bytes": sent + token_embd if master_cached else 0}
+    master = {"disk_read": rate_mib * MIB, "cached_bytes": sent + token_embd if master_cached else 0}
     return load_time.predict(sent, hashed, tensors, workers, master, load_time.figure("flow_rate_placement_group"), "staged",
-                             master_bytes=token_embd, hash_threads=hash_threads)
+                             master_bytes=token_embd, hash_threads=hash_threads, known_hashes=known_hashes)
 
 
 def test_the_70b_first_load_with_the_aws_defaults_and_the_floor_of_stock_llama_cpp():
@@ -111,17 +111,17 @@ def test_states_are_checked():
         reference_70b(state="lukewarm")
 
 
-def moe_400gb_on_three_c8g_48xlarge(hash_threads=1):
+def moe_400gb_on_three_c8g_48xlarge(hash_threads=1, known_hashes=False, rate_mib=1000):
     """A 400 GB MoE (61 layers, nearly every byte in expert tensors over 10 MiB) on three c8g.48xlarge (384 GiB each):
     the plan spreads it over the master and two workers, a third each; the workers' caches and the master's file on
     gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps per flow). After a stop every page cache is empty: the
     master reads the whole file from its volume, each worker its cache files from its own."""
     share = 400e9 / 3
-    workers = [dict(gp3_worker(share, memory_gib=384, rate_mib=1000), cache_in_memory=False)] * 2
-    master = {"disk_read": 1000 * MIB, "cached_bytes": 0}
+    workers = [dict(gp3_worker(share, memory_gib=384, rate_mib=rate_mib), cache_in_memory=False)] * 2
+    master = {"disk_read": rate_mib * MIB, "cached_bytes": 0}
     return load_time.predict(2 * share, 2 * share * 0.99, 61 * 12, workers, master,
                              load_time.figure("flow_rate_placement_group"), "staged", master_bytes=share,
-                             hash_threads=hash_threads)
+                             hash_threads=hash_threads, known_hashes=known_hashes)
 
 
 def test_the_time_to_serve_again_after_a_stop_on_aws():
@@ -129,7 +129,7 @@ def test_the_time_to_serve_again_after_a_stop_on_aws():
     load with every page cache empty (the master's file and the workers' caches read from gp3 at 1,000 MiB/s). For the
     README's 70B recipe it is minutes, not seconds; for a 400 GB MoE on three c8g.48xlarge about 19 minutes, bound by
     the master's read and hash and the workers' reads, one after the other: what a faster load path must shorten."""
-    boot = load_time.figure("ec2_boot_s")
+    boot = load_time.figure("ec2_start_s")
     llama_70b, moe = staged_70b(False, master_cached=False), moe_400gb_on_three_c8g_48xlarge()
     for name, load in (("70B Q4_0, the README's recipe", llama_70b), ("400 GB MoE, 3 x c8g.48xlarge", moe)):
         print(f"after a stop, {name}: boot {boot:.0f} s + load {load['seconds']:.0f} s = {boot + load['seconds']:.0f} s to "
@@ -181,3 +181,43 @@ def test_hash_ahead_on_shared_cores_is_bound_by_their_sum():
     assert shared["bound"] == "the cores the master and the workers share (2)"
     stock = load_time.predict(*args, "staged")
     assert stock["seconds"] > shared["seconds"] and "one after the other" in stock["bound"]
+
+
+def test_the_time_to_serve_again_after_a_stop_with_known_hashes():
+    """The known-hashes build (llama_build_patches: [rpc_known_hashes]): after a stop the master sends the record's
+    hashes and reads only what it keeps, each worker reads its cache files from its own volume, all at once. Start to
+    first token, predicted: the README's 70B within a minute, the 400 GB MoE within five at gp3's 1,000 MiB/s, each
+    bounded by the workers' reads and copies; at 2,000 MiB/s (ModifyVolume's current limit) shorter still. While a
+    stop's lowered volumes are restored (aws_infra_stopped_volumes_baseline) AWS gives no less than the baseline, 125
+    MiB/s: the start is then bounded by it."""
+    start = load_time.figure("ec2_start_s")
+    cases = {"70B Q4_0, the README's recipe": lambda **kw: staged_70b(False, master_cached=False, **kw),
+             "400 GB MoE, 3 x c8g.48xlarge": lambda **kw: moe_400gb_on_three_c8g_48xlarge(**kw)}
+    found = {}
+    for name, predict in cases.items():
+        for rate in (1000, 2000, 125):
+            stock, known = predict(rate_mib=rate), predict(rate_mib=rate, known_hashes=True)
+            found[(name, rate)] = known
+            print(f"after a stop, {name}, gp3 at {rate} MiB/s: stock {start + stock['seconds']:.0f} s, known hashes "
+                  f"{start + known['seconds']:.0f} s to the first token ({known['bound']}; {known['parts']})")
+            assert known["seconds"] < stock["seconds"]
+            assert known["bytes_sent"] == stock["bytes_sent"], "the hashes replace the reads, never what is sent"
+    assert start + found[("70B Q4_0, the README's recipe", 1000)]["seconds"] <= 60
+    assert start + found[("400 GB MoE, 3 x c8g.48xlarge", 1000)]["seconds"] <= 300
+    assert found[("400 GB MoE, 3 x c8g.48xlarge", 2000)]["seconds"] < found[("400 GB MoE, 3 x c8g.48xlarge", 1000)]["seconds"]
+    for (name, rate), known in found.items():
+        assert "all at once" in known["bound"] and "disks" in known["bound"], (name, rate, known["bound"])
+
+
+def test_the_known_hashes_master_on_one_machine_is_bound_by_its_disk_or_its_cores():
+    """On one machine (make bench-start) the master and the workers share the cores and the disk: the prediction takes
+    the larger of the lanes, the cores' work and the disk's bytes, and names it."""
+    share = 1e9
+    workers = [{"bytes": share, "memory": 24 * GIB, "disk_read": 2e9, "disk_write": 1e9, "cache_in_memory": False}] * 2
+    master = {"disk_read": 2e9, "cached_bytes": 0}
+    free = load_time.predict(2 * share, 2 * share, 64, workers, master, 5e9, "staged", known_hashes=True)
+    one_disk = load_time.predict(2 * share, 2 * share, 64, workers, master, 5e9, "staged", known_hashes=True,
+                                 shared_disk_rate=0.5e9)
+    assert one_disk["seconds"] > free["seconds"] and one_disk["bound"] == "the one disk the master and the workers read"
+    few_cores = load_time.predict(2 * share, 2 * share, 64, workers, master, 5e9, "staged", known_hashes=True, shared_cores=1)
+    assert few_cores["bound"] == "the cores the master and the workers share (1)"

@@ -1,0 +1,173 @@
+"""Benchmark: a stopped cluster's start, side by side: the stock master, the hash-ahead build and the known-hashes build.
+
+A start finds every page cache empty: the master reads the model from its disk, each worker its cache files from its
+own. Here, on this machine's loopback: llama.cpp built by the llama_build role (stock, llama_build_patches:
+[rpc_hash_ahead] and [rpc_known_hashes]), two stock ggml-rpc-server -c workers whose caches a first (cold) load filled,
+and the record of the tensor hashes written by the collection's own module (gguf_tensor_hashes). Before each start the
+page cache of the model file and of every cache file is dropped (posix_fadvise DONTNEED), so their reads come from the
+disk. For each model size and each master: the wall time of llama-completion from its start to its end after one token, the
+load's own time, the bytes of the model file the master read (its page-cache residency after the load: fincore), and
+the load-time model's prediction beside the load, with this run's constants (the disk's read rate among them; the
+master and both workers share this machine's cores and its one disk, and the prediction says so). Prints the figures;
+asserts nothing.
+
+    python -m tests.bench.start [--sizes-gb 1,3,6] [--embd 4096]
+
+Run through `make bench-start`.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log, tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import load_time
+from tests.bench.load import TOOL_SOURCE, Worker, hash_rate, module, page_cache_rate, proc_numbers, raw_tcp_rate, \
+    worker_path_rate
+from tests.tools import llama_cpp, tiny_model
+
+
+def drop(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def resident(path):
+    out = subprocess.run(["fincore", "-b", "-n", "-o", "RES", str(path)], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip() or 0)
+
+
+def disk_read_rate(path):
+    """The disk's read rate here: a file's page cache dropped, then read whole, bytes per second."""
+    subprocess.run(["sync"], check=True)
+    drop(path)
+    began = time.monotonic()
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+    return os.path.getsize(path) / (time.monotonic() - began)
+
+
+def start(bin_dir, model, workers, env):
+    """One start: (seconds from the start of llama-completion to its end after one token, the load's seconds, the log)."""
+    command = [str(bin_dir / "llama-completion"), "-m", str(model), "--rpc",
+               ",".join(f"127.0.0.1:{worker.port}" for worker in workers), "-ngl", "999", "-fit", "off", "-n", "1",
+               "-p", "Hello", "-no-cnv", "-lv", "4", "-c", "256", "-t", "1"]
+    for _attempt in range(3):
+        began = time.monotonic()
+        run = subprocess.run(command, capture_output=True, env=dict(os.environ, GGML_NO_BACKTRACE="1", **env), check=False)
+        wall = time.monotonic() - began
+        log = run.stderr.decode("utf-8", "replace")
+        if run.returncode == 0 and llama_log.complete(log):
+            return wall, llama_log.perf(log)["load_ms"] / 1000, log
+    raise RuntimeError(f"llama-completion failed: {log[-2000:]}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes-gb", default="1,3,6")
+    parser.add_argument("--embd", type=int, default=4096)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-start-", dir=os.environ.get("LLAMA_RPC_BENCH_DIR", "/var/tmp")))
+    tool, paths_tool = str(work / "llama-rpc-cache"), str(work / "worker-paths")
+    subprocess.run(["cc", "-O2", "-o", tool, str(TOOL_SOURCE)], check=True)
+    subprocess.run(["cc", "-O2", "-o", paths_tool, str(Path(__file__).with_name("worker_paths.c"))], check=True)
+    cores = len(os.sched_getaffinity(0))
+    for name in ("stock", "hash-ahead", "known-hashes"):
+        (work / f"{name}-build").mkdir()
+    stock = llama_cpp.role_build(work / "stock-build")
+    masters = {"stock": (stock, lambda record: {}, {}),
+               "hash-ahead": (llama_cpp.role_build(work / "hash-ahead-build", patches=["rpc_hash_ahead"]),
+                              lambda record: {"GGML_RPC_LOAD_THREADS": str(cores)}, {"hash_threads": cores}),
+               "known hashes": (llama_cpp.role_build(work / "known-hashes-build", patches=["rpc_known_hashes"]),
+                                lambda record: {"GGML_RPC_HASH_RECORD": str(record)}, {"known_hashes": True})}
+
+    # the constants, measured in this run
+    blob = work / "blob"
+    with open(blob, "wb") as handle:
+        for _megabyte in range(2048):
+            handle.write(os.urandom(1 << 20))
+    constants = {"disk_read_rate": statistics.median(disk_read_rate(blob) for _round in range(3))}
+    subprocess.run(["cat", str(blob)], stdout=subprocess.DEVNULL, check=True)
+    constants.update(hash_rate=statistics.median(hash_rate(tool, blob) for _round in range(3)),
+                     page_cache_rate=page_cache_rate(blob), network_rate=raw_tcp_rate(),
+                     worker_hit_rate=worker_path_rate(paths_tool, "hit", blob, work))
+    blob.unlink()
+    print("constants measured in this run: " + ", ".join(f"{name} {value / 1e9:.2f} GB/s" for name, value in constants.items()),
+          flush=True)
+    load_time.FIGURES.update({name: (value,) + load_time.FIGURES[name][1:] for name, value in constants.items()
+                              if name in load_time.FIGURES})
+
+    rows = []
+    for size_gb in (float(size) for size in args.sizes_gb.split(",")):
+        layer_bytes = 4 * (4 * args.embd * args.embd + 3 * args.embd * 4 * args.embd)  # F32: attention and feed-forward
+        layers = max(2, round(size_gb * 1e9 / layer_bytes))
+        (work / f"model-{size_gb:g}").mkdir()
+        model = tiny_model.write_model(work / f"model-{size_gb:g}" / "model.gguf", embd=args.embd, layers=layers,
+                                       ff=4 * args.embd, heads=16, kv_heads=16)
+        header = gguf.read_header(model)
+        sent = [tensor for tensor in header["tensors"] if not tensor["name"].startswith("token_embd")]
+        hashed_list = tensor_cache.hashed_tensors(header)
+        model_bytes, hashed = sum(t["size"] for t in sent), sum(t["size"] for t in hashed_list)
+        file_bytes = os.path.getsize(model)
+        record = model.parent / f".{model.name}.tensors.json"
+        module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(record)}, work)
+        with Worker(stock, work / "w1") as first, Worker(stock, work / "w2") as second:
+            workers = (first, second)
+            start(stock, model, workers, {})  # the first (cold) load fills the workers' caches, as a first deploy does
+            caches = [path for worker in workers for path in worker.cache.iterdir()]
+            shares = [sum(path.stat().st_size for path in worker.cache.iterdir()) for worker in workers]
+            for name, (bin_dir, env, options) in masters.items():
+                for worker in workers:
+                    worker.wait_for_memory_back()
+                subprocess.run(["sync"], check=True)
+                for path in [model] + caches:
+                    drop(path)
+                reads_before = [proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] for worker in workers]
+                saved_before = sum(worker.saved() for worker in workers)
+                first_token, load_s, log = start(bin_dir, model, workers, env(record))
+                master_read = resident(model)
+                worker_read = sum(proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] - before
+                                  for worker, before in zip(workers, reads_before))
+                stored = sum(worker.saved() for worker in workers) - saved_before
+                spec = [{"bytes": model_bytes * share / max(sum(shares), 1), "memory": 0, "disk_read": constants["disk_read_rate"],
+                         "disk_write": constants["disk_read_rate"], "cache_in_memory": False} for share in shares]
+                predicted = load_time.predict(model_bytes, hashed, len(sent), spec,
+                                              {"disk_read": constants["disk_read_rate"], "cached_bytes": 0},
+                                              constants["network_rate"], "staged", master_bytes=file_bytes - model_bytes,
+                                              shared_cores=cores, shared_disk_rate=constants["disk_read_rate"], **options)
+                row = {"model_gb": round(file_bytes / 1e9, 2), "master": name, "first_token_s": round(first_token, 2),
+                       "load_s": round(load_s, 2), "predicted_s": predicted["seconds"],
+                       "ratio": round(load_s / predicted["seconds"], 2), "bound": predicted["bound"],
+                       "master_read_gb": round(master_read / 1e9, 3), "master_own_gb": round((file_bytes - hashed) / 1e9, 3),
+                       "workers_read_gb": round(worker_read / 1e9, 2), "tensors_stored": stored,
+                       "record_used": "tensor hashes from the record" in log}
+                rows.append(row)
+                print(f"{row['model_gb']:5.2f} GB {name:13s}: first token {first_token:6.2f} s, load {load_s:6.2f} s, "
+                      f"predicted {predicted['seconds']:6.2f} s (x{row['ratio']:.2f}; {predicted['bound']}); the master "
+                      f"read {row['master_read_gb']} GB of the file (its own share {row['master_own_gb']} GB), the workers "
+                      f"{row['workers_read_gb']} GB; {stored} tensors stored", flush=True)
+        subprocess.run(["rm", "-rf", str(model.parent), str(work / "w1"), str(work / "w2")], check=True)
+
+    print("\n| Model | Master | Start to first token, and exit (s) | Load (s) | Load predicted (s) | Measured / predicted | "
+          "Master read of the file (GB) | Its own share (GB) |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['model_gb']} GB | {row['master']} | {row['first_token_s']} | {row['load_s']} | {row['predicted_s']} "
+              f"| {row['ratio']} | {row['master_read_gb']} | {row['master_own_gb']} |")
+    within = [row for row in rows if 0.8 <= row["ratio"] <= 1.2]
+    print(f"\n{len(within)} of {len(rows)} predictions within 20% of the measured load "
+          f"(hash-ahead: GGML_RPC_LOAD_THREADS={cores}; the master and both workers on these {cores} cores and one disk)")
+    (work / "bench-start.json").write_text(json.dumps({"constants": constants, "starts": rows}, indent=2))
+    print(f"all figures: {work / 'bench-start.json'}")
+
+
+if __name__ == "__main__":
+    main()
