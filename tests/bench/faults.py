@@ -267,7 +267,7 @@ def run_upgrade(cluster, label, *extra_vars):
     row = {"upgrade": label, "playbook": UPGRADE_PLAYBOOK, "playbook_s": round(took), "longest_gap_s": round(gap, 1),
            "requests": len(during), "requests_failed": sum(1 for _s, _e, ended_as in during if ended_as != "ok"),
            "server_starts": server_starts(cluster, since_epoch),
-           "compiled": "/compile.yml" in output, "received_build": "/distribute.yml" in output,
+           "compiled": "/_compile.yml" in output, "received_build": "/_distribute.yml" in output,
            "builds": builds(cluster)}
     print(json.dumps(row), flush=True)
     return row

@@ -23,7 +23,7 @@ FQCN_IN_YAML = re.compile(
 )
 FQCN_IN_PYTHON = re.compile(r"ansible_collections\.([a-z0-9_]+)\.([a-z0-9_]+)\.")
 # Task files that only check (the inputs, the hosts, the cluster) before anything changes.
-CHECKS = ("preflight", "builds.yml", "cluster_check.yml")
+CHECKS = ("_preflight", "_builds.yml", "_cluster_check.yml")
 BUILT_IN = {"ansible.builtin", "ansible.legacy", f"{GALAXY['namespace']}.{GALAXY['name']}"}
 
 
@@ -89,6 +89,20 @@ def test_role_readmes_carry_their_argument_specs():
     assert role_docs.stale_readmes() == []
 
 
+def test_a_generated_block_twice_in_a_readme_is_found(tmp_path, monkeypatch):
+    """A README that carries the generated table twice (one of them stale or not) is named."""
+    role = tmp_path / "roles" / "sample"
+    (role / "meta").mkdir(parents=True)
+    (role / "meta" / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    short_description: A sample.\n    options: {}\n")
+    table = role_docs.render(role)
+    monkeypatch.setattr(role_docs, "roles", lambda: [role])
+    (role / "README.md").write_text("# sample\n\n" + table + "\n")
+    assert role_docs.stale_readmes() == []
+    (role / "README.md").write_text("# sample\n\n" + table + "\n\n## Variables\n\n" + table + "\n")
+    assert role_docs.stale_readmes() == [("sample", "README.md carries the generated variables section 2 times: keep one")]
+
+
 @pytest.mark.parametrize("markup, expected", [
     ("Set O(rpc_master_model_src) to V(0) or C(s3://b/k) with M(ns.c.mod).", "Set `rpc_master_model_src` to `0` or `s3://b/k` with `ns.c.mod`."),
     ("An C(http(s)://) URL, I(once)", "An `http(s)://` URL, *once*"),
@@ -131,7 +145,7 @@ def test_checks_run_under_every_tag_of_their_role(role):
 
 @pytest.mark.parametrize("role", TAGGED_ROLES)
 def test_includes_pass_their_tags_on(role):
-    """A dynamic include's tasks do not inherit its tags: `--tags llama_build` ran the include of activate.yml and
+    """A dynamic include's tasks do not inherit its tags: `--tags llama_build` ran the include of _activate.yml and
     none of its tasks. Every tagged include in tasks/main.yml applies its tags to what it includes."""
     steps = main_steps(role)
     for step in steps:
@@ -178,15 +192,15 @@ def aws_tasks(node):
 def test_the_region_is_given_once_to_every_aws_module():
     """aws_infra_region reaches the AWS modules through module_defaults (amazon.aws's way), not task by task."""
     given = []
-    # host_keys_trust.yml reads the consoles of the run's hosts, in whatever regions they are (aws_infra_region is not set).
+    # _host_keys_trust.yml reads the consoles of the run's hosts, in whatever regions they are (aws_infra_region is not set).
     tasks = ROOT / "roles" / "aws_infra" / "tasks"
-    for path in sorted(set(tasks.glob("*.yml")) - {tasks / "host_keys.yml", tasks / "host_keys_trust.yml"}):
+    for path in sorted(set(tasks.glob("*.yml")) - {tasks / "host_keys.yml", tasks / "_host_keys_trust.yml"}):
         for task in aws_tasks(yaml.safe_load(path.read_text())):
             module = next(key for key in task if key.startswith(("amazon.aws.", "graviton.llama_rpc.")))
             if "region" in (task[module] or {}):
                 given.append(f"{path.name}: {task.get('name')}")
     assert not given, f"tasks that set the region themselves: {given}"
-    assert len(aws_tasks(yaml.safe_load((ROOT / "roles" / "aws_infra" / "tasks" / "network.yml").read_text()))) > 5
+    assert len(aws_tasks(yaml.safe_load((ROOT / "roles" / "aws_infra" / "tasks" / "_network.yml").read_text()))) > 5
 
 
 def documented_plugins():
@@ -246,3 +260,30 @@ def test_unit_tests_mirror_the_plugins_one_to_one(layer):
     tested = {path.relative_to(tests).with_name(path.name[len("test_"):]) for path in tests.rglob("test_*.py")}
     assert sorted(map(str, code - tested)) == [], "untested"
     assert sorted(map(str, tested - code)) == [], "tests of nothing"
+
+
+def test_every_plugin_has_a_unit_test_file_of_its_own():
+    """tests/unit/plugins mirrors plugins/: each plugin of every type (documentation fragments aside: they hold text)
+    and each module_utils file has tests/unit/plugins/<type>/.../test_<name>.py."""
+    missing = []
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        relative = path.relative_to(ROOT / "plugins")
+        if path.name == "__init__.py" or relative.parts[0] == "doc_fragments":
+            continue
+        test = ROOT / "tests" / "unit" / "plugins" / relative.parent / ("test_" + path.name)
+        if not test.is_file():
+            missing.append(str(relative))
+    assert not missing, "plugins without a unit test file of their own: %s" % ", ".join(missing)
+
+
+@pytest.mark.parametrize("role", sorted(path.name for path in (ROOT / "roles").iterdir() if path.is_dir()))
+def test_a_roles_entry_points_show_in_its_file_tree(role):
+    """tasks/<entry>.yml for each entry point meta/argument_specs.yml declares, and _<name>.yml for every other task
+    file (the steps only the role's own tasks include): the doors show in the tree (docs/architecture.md)."""
+    entries = set(yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"])
+    files = {path.stem for path in (ROOT / "roles" / role / "tasks").glob("*.yml")}
+    assert entries <= files, f"{role}: entry points without a task file: {sorted(entries - files)}"
+    unmarked = sorted(name for name in files - entries if not name.startswith("_"))
+    assert not unmarked, f"{role}: task files that are no entry point and do not start with _: {unmarked}"
+    marked = sorted(name for name in entries if name.startswith("_"))
+    assert not marked, f"{role}: entry points named as internal: {marked}"

@@ -685,7 +685,7 @@ def test_preflight_refuses_mixed_builds_and_a_worker_switches_build_and_back(hos
     assert before[1] == first_build and other_build_id != first_build, (before, first_build, other_build_id)
     assert after_switch[0] != before[0] and after_switch[1] == other_build_id, (before, after_switch, other_build_id)
     assert back_again[0] != after_switch[0] and back_again[1] == first_build == current_build(node), (after_switch, back_again)
-    for step in ("compile.yml", "distribute.yml"):
+    for step in ("_compile.yml", "_distribute.yml"):
         assert f"/{step}" not in back.stdout, f"setting the old pin back ran {step}:\n{back.stdout[-3000:]}"
     # Not left to fail on the restarted worker and be started again by systemd (once per worker, on a mix of builds).
     stopped = containers.task_output(back.stdout, "graviton.llama_rpc.rpc_master : Stop llama-server while the nodes "
