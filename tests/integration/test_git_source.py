@@ -56,7 +56,7 @@ def built(tmp_path_factory):
     with containers.throwaway_host(HOST, HOST, tmp_path_factory.mktemp("inventory"), volumes) as (container, inventory):
         # the build's role variables: no archive at all
         extra = {"llama_build_source": "git", "llama_build_git_repo": f"file://{REPOSITORY}", "llama_build_version": VERSION,
-                 "llama_build_targets": ["ggml-rpc-server"], "llama_build_patches": ["rpc_hash_ahead"],
+                 "llama_build_targets": ["ggml-rpc-server"], "llama_build_patches": ["rpc_known_hashes"],
                  "llama_build_controller_cache": str(llama_cpp.BUILD_CACHE / "artifacts")}
         result = containers.run_playbook(inventory, PLAYBOOK, extra, timeout=3600)
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
@@ -78,10 +78,10 @@ def test_the_tag_is_checked_out_built_and_recorded(built):
 
 
 def test_a_worker_only_build_ignores_the_masters_patches_and_says_so(built):
-    """llama_build_patches: [rpc_hash_ahead] on a build with no program that loads a model: not applied (the build and
+    """llama_build_patches: [rpc_known_hashes] on a build with no program that loads a model: not applied (the build and
     its id are stock's), and the run says so."""
     result, _rerun, container, _commit = built
-    assert "llama_build_patches (rpc_hash_ahead) ignored on" in result.stdout, result.stdout[-3000:]
+    assert "llama_build_patches (rpc_known_hashes) ignored on" in result.stdout, result.stdout[-3000:]
     assert "has no program that loads a model" in result.stdout
     record = json.loads(containers.read_file(container, "/opt/llama.cpp/current/build-record.json"))
     assert record.get("patches", []) == [], record

@@ -438,10 +438,26 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     journal = containers.checked_sh(master, f"journalctl -u llama-server --since @{int(since) + 1} --no-pager -o cat")
     assert journal.count("Started llama-server.service") == 1, journal[-3000:]
     assert "Failed to connect" not in journal and "ABRT" not in journal and "core-dump" not in journal, journal[-3000:]
-    # its load took the hashes from the deploy's record (the master's known-hashes build): none of the worker's
-    # weights was read or hashed on the master
-    assert re.search(r"\d+ tensor hashes from the record \S+\.tensors\.json", journal), journal[-3000:]
+    assert "is not used" not in journal, journal[-3000:]  # the record the deploy wrote was trusted
     assert greedy(master) == in_use.answer
+    # and it takes the hashes from the record (the master's known-hashes build): llama-server started again with the
+    # model out of the page cache reads only what it keeps, none of the bytes of the tensors its worker holds
+    parts = [path for path in served_files(master) if path.endswith(".gguf")]
+    record = json.loads(containers.checked_sh(master, "cat %s" % shlex.quote(
+        str(Path(parts[0]).parent / (".%s.tensors.json" % Path(sorted(parts)[0]).name)))))
+    hashed = sum(tensor["size"] for tensor in record["tensors"])
+    containers.checked_sh(master, "systemctl stop llama-server && python3 -c \"import os, sys\n"
+                                  "for p in sys.argv[1:]:\n fd = os.open(p, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, "
+                                  "os.POSIX_FADV_DONTNEED); os.close(fd)\" " + " ".join(map(shlex.quote, parts))
+                          + " && systemctl start llama-server")
+    for _attempt in range(120):
+        if server(master, "/health")[0] == 200:
+            break
+        time.sleep(0.5)
+    read = sum(int(containers.checked_sh(master, f"fincore -b -n -o RES {shlex.quote(path)}") or 0) for path in parts)
+    total = sum(int(size) for _inode, size, _sha in (served_files(master)[path] for path in parts))
+    print(f"llama-server's start read {read} of the model's {total} bytes ({hashed} in the worker's tensors)")
+    assert read <= total - hashed + (2 << 20), (read, total, hashed)
     model_bytes = sum(size for _inode, size, _sha in ((int(a), int(b), c) for a, b, c in served_files(master).values()))
     sent = int(containers.checked_sh(master, "cat /sys/class/net/$(ip -o route show default | awk '{print $5}')/statistics/tx_bytes"))
     print(f"the master sent {sent} bytes since its boot, for a {model_bytes}-byte model ({100 * sent / model_bytes:.1f}%)")

@@ -76,7 +76,7 @@ def test_argument_specs_mirror_defaults(role):
     defaults_file = ROOT / "roles" / role / "defaults" / "main.yml"
     defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.exists() else {}
     specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
-    # An internal role (_common) has no main entry point, and no defaults either.
+    # An internal role (common) has no main entry point, and no defaults either.
     options = specs["argument_specs"].get("main", {}).get("options", {})
     assert set(defaults or {}) == set(options), f"{role}: defaults and argument_specs list different variables"
     for name, value in (defaults or {}).items():

@@ -1,4 +1,4 @@
-"""The collection's patches to llama.cpp (roles/llama_build/files/patches/<release>/<name>.patch) against the release
+"""The collection's patches to llama.cpp (roles/llama_build/files/patches/<tag>/<name>.patch) against the tag
 each is written for: the pinned source of the test archive (tests/bed/sources.sh). Each applies whole with no fuzz and
 touches only the files it names; that it builds, and what a build with it does, is tests/integration/test_hash_ahead.py's."""
 

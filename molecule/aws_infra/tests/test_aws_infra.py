@@ -183,6 +183,8 @@ def test_inventory_plugin_hands_the_rpc_port_to_the_workers_and_the_server_port_
     assert all(port is None for name, port in ports.items() if "-master-" in name), ports
     for worker in instances("workers"):
         assert {tag["Key"]: tag["Value"] for tag in worker["Tags"]}["graviton.llama_rpc/rpc_port"] == str(RPC_PORT)
+    exporters = {int(variables["monitoring_exporter_port"]) for name, variables in hostvars.items() if "decoy" not in name}
+    assert exporters == {9100}, exporters  # aws_infra_exporter_port, handed to role monitoring
     served = {name: variables.get("rpc_master_server_port") for name, variables in hostvars.items() if "decoy" not in name}
     served = {name: int(value) if value is not None else None for name, value in served.items()}
     assert [port for name, port in served.items() if "-master-" in name] == [SERVER_PORT], served

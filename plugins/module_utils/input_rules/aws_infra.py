@@ -33,8 +33,11 @@ def aws_infra_power(settings):
     """aws_infra's rules for stopping and starting a cluster (tasks_from: power.yml): the region and the name its
     instances are found by, and the state asked for."""
     found = _aws_cluster_identity(settings, "of the cluster to stop or start")
-    if settings["aws_infra_power"] not in ("stopped", "running"):
-        found.append("aws_infra_power='%s': set it to stopped or running (playbooks/stop.yml and start.yml do)."
+    if settings["aws_infra_power"] == "running":
+        found.append("aws_infra_power='running': the word is started now, as rpc_master_power and rpc_worker_power "
+                     "say (playbooks/start.yml sets it).")
+    elif settings["aws_infra_power"] not in ("stopped", "started"):
+        found.append("aws_infra_power='%s': set it to stopped or started (playbooks/stop.yml and start.yml do)."
                      % settings["aws_infra_power"])
     return sentences(found)
 

@@ -13,12 +13,12 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.com
 
 def llama_build(settings):
     """llama_build's rules for what to build (the CPU's flags, the archive's contents and the disk are the host's).
-    Beside its variables: min_safe_version (the first release without the RPC server's remote code execution) and
-    patch_files (the role's patches, as <release>/<name>.patch below its files/patches)."""
+    Beside its variables: min_safe_version (the first tag without the RPC server's remote code execution) and
+    patch_files (the role's patches, as <tag>/<name>.patch below its files/patches)."""
     s, found = settings, []
     version, safe = str(s["llama_build_version"]), s["min_safe_version"]
     if not re.fullmatch(r"b[0-9]+", version):
-        found.append("llama_build_version=%s is not a llama.cpp release tag. Set it to bNNNN, for example b11312" % version)
+        found.append("llama_build_version=%s is not a llama.cpp tag. Set it to bNNNN, for example b11312" % version)
     elif int(version[1:]) < safe and not s["llama_build_allow_vulnerable_version"]:
         found.append("llama_build_version=%s is older than b%d: its RPC server lets anyone who reaches it run code "
                      "(CVE-2026-34159). Pin b%d or newer. Only if you accept that risk on an isolated network, set "
@@ -34,35 +34,35 @@ def llama_build(settings):
             needs.append("llama_build_archive_subdir (empty): set it to the directory with llama.cpp's CMakeLists.txt.")
         if needs:
             found.append("llama_build_source=archive needs: " + " ".join(needs))
-    found.extend(patch_problems(s["llama_build_patches"], version, patch_releases(s["patch_files"])))
+    found.extend(patch_problems(s["llama_build_patches"], version, patch_tags(s["patch_files"])))
     return sentences(found)
 
 
-def patch_releases(patch_files):
-    """{patch name: [the releases it is written for]} from the role's <release>/<name>.patch files."""
-    releases = {}
+def patch_tags(patch_files):
+    """{patch name: [the tags it is written for]} from the role's <tag>/<name>.patch files."""
+    tags = {}
     for path in patch_files:
-        release, _slash, file_name = str(path).rpartition("/")
-        if release and file_name.endswith(".patch"):
-            releases.setdefault(file_name[:-len(".patch")], []).append(release)
-    return releases
+        tag, _slash, file_name = str(path).rpartition("/")
+        if tag and file_name.endswith(".patch"):
+            tags.setdefault(file_name[:-len(".patch")], []).append(tag)
+    return tags
 
 
-def patch_problems(patches, version, releases):
-    """llama_build_patches: a list of the collection's patches, each with a file for the pinned release.
-    releases: patch_releases()."""
+def patch_problems(patches, version, tags):
+    """llama_build_patches: a list of the collection's patches, each with a file for the pinned tag.
+    tags: patch_tags()."""
     if not isinstance(patches, list) or not all(isinstance(name, str) for name in patches):
         return ["llama_build_patches=%r is not a list of patch names. Set it to [] or a list of: %s"
-                % (patches, ", ".join(sorted(releases)) or "none")]
+                % (patches, ", ".join(sorted(tags)) or "none")]
     found = []
     for name in patches:
-        if name not in releases:
+        if name not in tags:
             found.append("llama_build_patches has '%s', which is not one of the collection's patches (%s). Remove it"
-                         % (name, ", ".join(sorted(releases)) or "none"))
-        elif version not in releases[name]:
+                         % (name, ", ".join(sorted(tags)) or "none"))
+        elif version not in tags[name]:
             found.append("llama_build_patches has %s, which is written for llama.cpp %s, not for llama_build_version=%s "
-                         "(it changes code that moves between releases). Pin %s, or remove %s from llama_build_patches"
-                         % (name, " and ".join(sorted(releases[name])), version, sorted(releases[name])[-1], name))
+                         "(it changes code that moves between tags). Pin %s, or remove %s from llama_build_patches"
+                         % (name, " and ".join(sorted(tags[name])), version, sorted(tags[name])[-1], name))
     if len(set(patches)) != len(patches):
         found.append("llama_build_patches names a patch twice (%s). Name each once" % ", ".join(patches))
     for first, second in EXCLUSIVE:

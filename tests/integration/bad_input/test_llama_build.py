@@ -91,7 +91,7 @@ def test_unknown_git_ref_is_refused_by_name(host, tmp_path):
                                  llama_build_version="b99999")
     assert result.returncode != 0
     assert "Could not check out llama_build_version=b99999 from llama_build_git_repo=file:///srv/llama.git" in result.stdout
-    assert "TASK [graviton.llama_rpc._common : Install git]" in result.stdout
+    assert "TASK [graviton.llama_rpc.common : Install git]" in result.stdout
     assert "Install build-essential" not in result.stdout, "the compilers were installed before the checkout"
     assert untouched
 

@@ -121,8 +121,10 @@ def test_aws_infra_teardown_asks_only_for_region_and_name():
 
 @pytest.mark.parametrize("overrides, message", [
     ({}, None),
-    ({"aws_infra_power": "running"}, None),
-    ({"aws_infra_power": "paused"}, "aws_infra_power='paused': set it to stopped or running (playbooks/stop.yml and "
+    ({"aws_infra_power": "started"}, None),
+    ({"aws_infra_power": "running"}, "aws_infra_power='running': the word is started now, as rpc_master_power and "
+                                     "rpc_worker_power say"),
+    ({"aws_infra_power": "paused"}, "aws_infra_power='paused': set it to stopped or started (playbooks/stop.yml and "
                                     "start.yml do)."),
     ({"aws_infra_region": ""}, "aws_infra_region is empty: set the region of the cluster to stop or start"),
     ({"aws_infra_cluster_name": "Llama"}, "aws_infra_cluster_name='Llama': use 3 to 32 lowercase letters"),

@@ -11,7 +11,7 @@ ARCHIVE = {"llama_build_source": "archive", "llama_build_archive_src": "/srv/lla
 
 BUILD_CASES = {
     "old pin": ({"llama_build_version": "b8000"}, ["older than b8492", "CVE-2026-34159", "llama_build_allow_vulnerable_version"]),
-    "not a release tag": ({"llama_build_version": "latest"}, ["llama_build_version=latest is not a llama.cpp release tag"]),
+    "not a release tag": ({"llama_build_version": "latest"}, ["llama_build_version=latest is not a llama.cpp tag"]),
     "a tag with something after it": ({"llama_build_version": "b11312-rc"}, ["llama_build_version=b11312-rc is not a"]),
     "checksum not hex": (dict(ARCHIVE, llama_build_archive_sha256="abc"),
                          ["llama_build_source=archive needs: llama_build_archive_sha256 (64 hex digits, now 'abc')"]),
@@ -48,11 +48,11 @@ def test_llama_build_defaults_pass():
 def test_the_patches_releases_are_the_roles_files():
     """The role passes its files/patches as <release>/<name>.patch; each patch is written for the release it lies under,
     and the default pin has every patch the collection ships."""
-    from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.llama_build import patch_releases
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.llama_build import patch_tags
     from tests.unit.plugins.module_utils.input_rules.rules import ROOT, defaults
     patches = ROOT / "roles" / "llama_build" / "files" / "patches"
     files = sorted(str(path.relative_to(patches)) for path in patches.glob("*/*.patch"))
-    releases = patch_releases(files)
+    releases = patch_tags(files)
     assert releases == {"rpc_hash_ahead": ["b11312"], "rpc_known_hashes": ["b11312"]}
     assert all(defaults("llama_build")["llama_build_version"] in found for found in releases.values())
 
