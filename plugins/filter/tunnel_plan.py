@@ -11,9 +11,9 @@ short_description: The WireGuard tunnel of one cluster - each host's tunnel addr
 version_added: 0.1.0
 description:
   - Plans the tunnel the rpc_tunnel role builds between a master and its workers (each worker peers with its master
-    only), from what each host reported in this play (the fact C(_rpc_tunnel_member) that rpc_tunnel's pre-flight sets)
-    or, for a host outside the play (C(--limit)), what it published in an earlier run (local fact C(llama_rpc_tunnel)).
-    Every host of the cluster gets the same plan from the same inputs.
+    only), from what each host reported in this play (the fact O(reported_fact) names, which the caller's pre-flight
+    sets) or, for a host outside the play (C(--limit)), what it published in an earlier run (the local fact
+    O(published_fact) names). Every host of the cluster gets the same plan from the same inputs.
   - Addresses are stable. A host keeps the address it published while it lies in the network and no host before it (the
     master first, then the workers in inventory order) holds it; the others get the lowest free addresses. Adding or
     removing a worker moves no other host.
@@ -36,6 +36,14 @@ options:
     description: C(hostvars).
     type: dict
     required: true
+  reported_fact:
+    description: The fact each host of the play sets with what it reports (its addresses, key, settings).
+    type: str
+    required: true
+  published_fact:
+    description: The local fact each host published its tunnel in, at an earlier run.
+    type: str
+    required: true
   master_group:
     description: The master group's name, for the messages.
     type: str
@@ -49,7 +57,9 @@ options:
 EXAMPLES = r"""
 - name: Plan this host's cluster tunnel
   ansible.builtin.set_fact:
-    _tunnel: "{{ groups['llama_master'] | graviton.llama_rpc.tunnel_plan(groups['llama_workers'], hostvars) }}"
+    _tunnel: >-
+      {{ groups['llama_master'] | graviton.llama_rpc.tunnel_plan(groups['llama_workers'], hostvars,
+           reported_fact='_my_role_member', published_fact='my_role_tunnel') }}
 
 - name: Refuse what stops it
   ansible.builtin.assert:
@@ -92,16 +102,16 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.tunnel import plan
 
-REPORTED = "_rpc_tunnel_member"
-PUBLISHED = "llama_rpc_tunnel"
-
-
-def _published(host_vars):
+def _published(host_vars, fact):
     local = (host_vars.get("ansible_facts") or {}).get("ansible_local") or {}
-    return local.get(PUBLISHED) or {}
+    return local.get(fact) or {}
 
 
-def tunnel_plan(masters, workers, hostvars, master_group="llama_master", interface="llama-rpc"):
+def tunnel_plan(masters, workers, hostvars, reported_fact=None, published_fact=None, master_group="llama_master",
+                interface="llama-rpc"):
+    if not reported_fact or not published_fact:
+        raise AnsibleFilterError("tunnel_plan needs reported_fact and published_fact: the facts the hosts report and "
+                                 "publish their tunnel in")
     for name, hosts in (("the master group's hosts", masters), ("workers", workers)):
         if isinstance(hosts, str) or hosts is None:
             raise AnsibleFilterError("tunnel_plan expects %s as a list of host names, such as groups['llama_workers']" % name)
@@ -110,9 +120,9 @@ def tunnel_plan(masters, workers, hostvars, master_group="llama_master", interfa
         if host not in hostvars:
             raise AnsibleFilterError("tunnel_plan: %s is not in the inventory" % host)
         host_vars = hostvars[host]
-        if isinstance(host_vars.get(REPORTED), dict):
-            reported[host] = host_vars.get(REPORTED)
-        published[host] = _published(host_vars)
+        if isinstance(host_vars.get(reported_fact), dict):
+            reported[host] = host_vars.get(reported_fact)
+        published[host] = _published(host_vars, published_fact)
     return plan(masters, workers, reported, published, master_group, interface)
 
 

@@ -76,12 +76,37 @@ def test_argument_specs_mirror_defaults(role):
     defaults_file = ROOT / "roles" / role / "defaults" / "main.yml"
     defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.exists() else {}
     specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
-    # An internal role (common) has no main entry point, and no defaults either.
-    options = specs["argument_specs"].get("main", {}).get("options", {})
+    # The shared role (common) has no main entry point, and no defaults either. What a role reads of another's (its
+    # variables and facts, on other hosts) it declares too, and has no default for.
+    options = {name: option for name, option in specs["argument_specs"].get("main", {}).get("options", {}).items()
+               if not name.startswith(OTHER_ROLES_PREFIXES(role))}
     assert set(defaults or {}) == set(options), f"{role}: defaults and argument_specs list different variables"
     for name, value in (defaults or {}).items():
         assert name.startswith(f"{role}_"), f"{role}: public variable {name} lacks the role prefix"
         assert options[name].get("default") == value, f"{role}: {name} default differs between defaults/ and argument_specs"
+
+
+def OTHER_ROLES_PREFIXES(role):  # noqa: N802 (a constant of the role)
+    return tuple(path.name + "_" for path in (ROOT / "roles").iterdir() if path.is_dir() and path.name != role)
+
+
+HOSTVARS_READ = re.compile(r"hostvars\[(?:[^\[\]]|\[[^\]]*\])+\](?:\.(\w+)|\[['\"](\w+)['\"]\])")
+
+
+@pytest.mark.parametrize("role", sorted(path.name for path in (ROOT / "roles").iterdir() if path.is_dir()))
+def test_what_a_role_reads_of_another_it_declares(role):
+    """A role that reads another's variable or fact on other hosts (hostvars[host].rpc_master_...) names it in its
+    argument spec, as the inputs it takes: the doors and what passes through them show in one place."""
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    declared = {name for entry in specs.values() for name in (entry.get("options") or {})}
+    read = set()
+    for path in (ROOT / "roles" / role).rglob("*"):
+        if path.is_file() and path.suffix in (".yml", ".j2") and "meta" not in path.parts:
+            for line in path.read_text().splitlines():
+                if not line.lstrip().startswith("#"):
+                    read |= {match.group(1) or match.group(2) for match in HOSTVARS_READ.finditer(line)}
+    foreign = {name for name in read if name.startswith(OTHER_ROLES_PREFIXES(role))}
+    assert not foreign - declared, f"{role} reads, undeclared: {sorted(foreign - declared)}"
 
 
 def test_role_readmes_carry_their_argument_specs():

@@ -148,3 +148,17 @@ def test_the_readme_is_read_in_five_minutes():
 def test_the_ci_example_keeps_host_key_checking_on():
     example = (ROOT / "examples" / "github-actions" / "deploy-llama-cluster.yml").read_text()
     assert not re.search(r"HOST_KEY_CHECKING\s*:\s*[\"']?(false|no|0)", example, re.I)
+
+
+def test_the_architecture_names_every_role_daemon_and_plugin():
+    """docs/architecture.md covers the tree: every role, every daemon a role installs beside its services (a program of
+    its files/ with a unit template of the same name), every plugin, and every llama.cpp patch."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    roles = [path.name for path in (ROOT / "roles").iterdir() if path.is_dir()]
+    daemons = [path.stem for path in (ROOT / "roles").glob("*/files/*.py")
+               if list(path.parent.parent.glob("templates/%s*.service.j2" % path.stem))]
+    plugins = [path.stem for kind in ("modules", "filter", "lookup") for path in (ROOT / "plugins" / kind).glob("*.py")
+               if path.stem != "__init__"]
+    patches = [path.stem for path in (ROOT / "roles" / "llama_build" / "files" / "patches").glob("*/*.patch")]
+    missing = [name for name in roles + daemons + plugins + patches if "`%s" % name not in page]
+    assert len(daemons) >= 6 and not missing, "docs/architecture.md does not name: %s" % ", ".join(sorted(missing))

@@ -8,6 +8,10 @@ from ansible_collections.graviton.llama_rpc.plugins.filter.tunnel_plan import tu
 KEYS = {name: (name * 43)[:43] + "=" for name in ("m", "a", "b", "c")}
 
 
+# the facts rpc_tunnel reports and publishes its tunnel in (the filter knows no role's facts)
+FACTS = {"reported_fact": "_rpc_tunnel_member", "published_fact": "llama_rpc_tunnel"}
+
+
 def interface(device, address, prefix, secondaries=()):
     """An interface as Ansible's setup reports it (ansible_facts[<device>])."""
     return {"device": device, "ipv4": {"address": address, "prefix": str(prefix), "netmask": "", "network": ""},
@@ -31,7 +35,7 @@ def published(lan, key, address, peers, network="10.213.0.0/24", port=51820):
 
 
 def plan(hostvars, workers=("a", "b")):
-    return tunnel_plan(["m"], list(workers), hostvars, master_group="cluster_master")
+    return tunnel_plan(["m"], list(workers), hostvars, master_group="cluster_master", **FACTS)
 
 
 def addresses(result):
@@ -153,7 +157,7 @@ def test_a_worker_outside_the_play_that_knows_its_master_keeps_its_address():
 ])
 def test_refusals_name_the_variable_or_host_and_the_fix(case, hostvars, workers, messages):
     if case == "no master":
-        result = tunnel_plan([], list(workers), hostvars, master_group="cluster_master")
+        result = tunnel_plan([], list(workers), hostvars, master_group="cluster_master", **FACTS)
     else:
         result = plan(hostvars, workers)
     text = " ".join(result["problems"])
@@ -163,7 +167,7 @@ def test_refusals_name_the_variable_or_host_and_the_fix(case, hostvars, workers,
 
 
 def test_two_masters_in_one_group_are_refused():
-    result = tunnel_plan(["m", "a"], ["b"], FRESH, master_group="llama_master")
+    result = tunnel_plan(["m", "a"], ["b"], FRESH, master_group="llama_master", **FACTS)
     assert result["problems"] == ["Group 'llama_master' holds m and a: a tunnel joins one master with its workers. Give "
                                   "each cluster its own master group (rpc_master_group and rpc_master_worker_group, "
                                   "inventories/README.md)."]
@@ -176,4 +180,9 @@ def test_two_masters_in_one_group_are_refused():
 ])
 def test_bad_arguments(masters, workers, hostvars, message):
     with pytest.raises(AnsibleFilterError, match=message):
-        tunnel_plan(masters, workers, hostvars)
+        tunnel_plan(masters, workers, hostvars, **FACTS)
+
+
+def test_the_facts_are_named_by_the_caller():
+    with pytest.raises(AnsibleFilterError, match="needs reported_fact and published_fact"):
+        tunnel_plan(["m"], ["a"], FRESH)
