@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_releases, model_source
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_state, fetch_transfer
 from ansible_collections.graviton.llama_rpc.plugins.modules import model_fetch
 
 from tests.tools import http_proxy, llama_cpp, model_server, model_shapes
@@ -250,7 +251,7 @@ def test_a_partial_download_is_resumed_even_where_an_earlier_one_was_hashed(host
     with open(partial, "wb") as handle:
         handle.write(paths[0].read_bytes()[:size // 4])
     os.makedirs(args["state_dir"])
-    with open(model_fetch.hash_report_path(args["state_dir"], partial), "w") as handle:
+    with open(fetch_state.hash_report_path(args["state_dir"], partial), "w") as handle:
         json.dump({"path": partial, "identity": [size, 1, 1], "at": 0}, handle)
     resumed = run_module(model_fetch.main, capsys, **args)
     assert resumed["done"] and resumed["parts"][0]["resumed_from"] == size // 4, resumed
@@ -324,7 +325,7 @@ def test_a_set_that_cannot_fit_is_refused_before_any_byte(host, tmp_path, capsys
     """The disk's free space as statvfs tells it, set below the set's size for the test: refused with the figures and
     the fixes, and not one byte asked for beyond each part's first."""
     base, server = host()
-    monkeypatch.setattr(model_fetch, "free_bytes", lambda directory: 1 << 20)
+    monkeypatch.setattr(fetch_transfer, "free_bytes", lambda directory: 1 << 20)
     result = run_module(model_fetch.main, capsys, **arguments(base, tmp_path))
     assert result["failed"] and re.search(r"The model needs [0-9.]+ GB more in \S+, which has 0\.00 GB free\. Free space "
                                           r"there, or set rpc_master_models_dir to a larger disk\. Nothing was fetched\.",
@@ -343,7 +344,7 @@ def test_a_short_disk_makes_room_with_what_the_switch_would_remove(served, publi
     (old / "tiny.gguf").write_bytes(b"x" * (8 << 20))
     (old / model_releases.MANIFEST).write_text(json.dumps({"name": old.name, "parts": [{"file": "tiny.gguf", "sha256": "c" * 64}]}))
     history = [{"name": first["release"]["name"]}, {"name": old.name}]
-    monkeypatch.setattr(model_fetch, "free_bytes", lambda directory: 1 << 20)  # part 3 of the update is 4 MB
+    monkeypatch.setattr(fetch_transfer, "free_bytes", lambda directory: 1 << 20)  # part 3 of the update is 4 MB
     kept = run_module(model_fetch.main, capsys, **arguments(base, tmp_path, prefix="/v2", history=history, keep=2))
     assert kept["failed"] and "The models kept for a rollback hold tiny-0123456789ab 0.01 GB: lower rpc_master_models_kept" \
         in kept["msg"], kept["msg"]

@@ -1,0 +1,126 @@
+# -*- coding: utf-8 -*-
+# Copyright: graviton.llama_rpc contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the master already holds of a model: parts verified against their sha256 (hashed once, in a process of its own
+that outlives a call; then kept in the record), and links to the same bytes in another release. A part of
+model_fetch (plugins/modules/model_fetch.py), on FetchState's state."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import sha256_job
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import HASH_START_SECONDS, identity
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Refused
+
+
+class FetchHoldings:
+    """Verifying and linking what is on the master (a mixin of model_fetch's Fetch, over FetchState)."""
+
+    # ---- verifying ----
+    def recorded(self, path, sha256):
+        """Whether path holds sha256's bytes by the record (no read), unless recheck."""
+        kept = self.record.get(path)
+        return (not self.params["recheck"] and kept is not None and os.path.exists(path)
+                and kept["identity"] == identity(path) and (not sha256 or kept["sha256"] == sha256))
+
+    def check_hash(self, part, path):
+        """None while path is being hashed; else its sha256. Starts the hashing process when needed."""
+        start_path = self.hash_report_path(path)
+        try:
+            with open(start_path) as handle:
+                started = json.load(handle)
+        except (OSError, ValueError):
+            started = None
+        report = sha256_job.poll(start_path + ".run")
+        if started is not None and (started.get("identity") != identity(path) or (
+                report is None and time.time() - started.get("at", 0) > HASH_START_SECONDS)
+                or (report is not None and not report["running"] and "sha256" not in report and "error" not in report)):
+            started = report = None  # a report of another file at that path, or a process that died without a result
+        if started is None:
+            if self.check:
+                return None
+            with open(start_path + ".tmp", "w") as handle:
+                json.dump({"path": path, "identity": identity(path), "at": time.time()}, handle)
+            os.replace(start_path + ".tmp", start_path)
+            if os.path.exists(start_path + ".run"):
+                os.unlink(start_path + ".run")
+            problem = sha256_job.start(self.module, path, start_path + ".run")
+            if problem:
+                raise Refused("cannot start hashing %s: %s" % (path, problem))
+            part["hashed"] = 0
+            return None
+        part["hashed"] = (report or {}).get("done", 0)
+        if report is None or report["running"]:
+            return None
+        for leftover in (start_path, start_path + ".run"):
+            os.unlink(leftover)
+        if "error" in report:
+            raise Refused("cannot read %s to verify it: %s" % (path, report["error"]))
+        return report["sha256"]
+
+    def verify(self, part, path):
+        """Hashes path against the part's sha256: None while hashing, True when it matches, else the sha256 it has."""
+        if self.recorded(path, part["sha256"]):
+            part.update(state="verified", verified="record", hashed=0)
+            return True
+        found = self.check_hash(part, path)
+        if found is None:
+            part["state"] = "verifying"
+            return None
+        if found != part["sha256"]:
+            return found
+        self.record[path] = {"identity": identity(path), "sha256": part["sha256"]}
+        part.update(state="verified", verified="now", hashed=os.path.getsize(path))
+        return True
+
+    # ---- files on the master: a path model's parts, or a release's ----
+    def verify_files(self, parts, missing, mismatch):
+        """Each part's file, to verify where it is (never changed): missing % (part, path) and mismatch % (part, path)
+        give the refusals (mismatch keeps one %s for the sha256 found)."""
+        for part in parts:
+            if not os.path.isfile(part["path"]):
+                raise Refused(missing(part))
+            part["bytes"] = part["total"] = os.path.getsize(part["path"])
+            part["mismatch"] = mismatch(part)
+            if not part["sha256"]:
+                part.update(state="verified", verified="unchecked")
+        self.run_parts(parts)
+
+    def linkable(self, sha256):
+        """A verified file on the master with these bytes (another release's part), by the record."""
+        for path, kept in self.record.items():
+            if kept.get("sha256") == sha256 and self.recorded(path, sha256):
+                return path
+        return None
+
+    def prepare(self, part):
+        """What a part of the release needs before any download: verified already, a link to the same bytes in another
+        release (part["link"]), or a download. Changes nothing (link() makes the links)."""
+        staged, partial = part["path"], part["path"] + ".partial"
+        if self.recorded(staged, part["sha256"]):
+            size = os.path.getsize(staged)
+            part.update(state="verified", verified="record", bytes=size, total=size)
+            return
+        other = self.linkable(part["sha256"])
+        if other is not None:
+            size = os.path.getsize(other)
+            part.update(state="verified", verified="linked", bytes=size, total=size, link=other)
+            return
+        part["todo"] = "download"
+        part["have"] = os.path.getsize(partial) if os.path.exists(partial) else 0
+        if os.path.exists(staged):  # named before its record was saved (a run cut short): verified again
+            part["have"] = os.path.getsize(staged)
+
+    def link(self, part):
+        staged, partial = part["path"], part["path"] + ".partial"
+        if "link" in part:
+            if os.path.lexists(staged):
+                os.unlink(staged)
+            os.link(part["link"], staged)
+            self.record[staged] = {"identity": identity(staged), "sha256": part["sha256"]}
+            self.changed = True
+        elif part.get("todo") == "download" and os.path.exists(staged):
+            os.replace(staged, partial)
