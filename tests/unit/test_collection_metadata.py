@@ -312,3 +312,22 @@ def test_a_roles_entry_points_show_in_its_file_tree(role):
     assert not unmarked, f"{role}: task files that are no entry point and do not start with _: {unmarked}"
     marked = sorted(name for name in entries if name.startswith("_"))
     assert not marked, f"{role}: entry points named as internal: {marked}"
+
+
+def test_one_word_for_one_state_and_one_variable_for_one_value():
+    """The power of a cluster's parts is started or stopped, in every role; node_exporter's port is one value, which
+    aws_infra opens and hands to monitoring through both inventories (this run's, and inventories/aws)."""
+    from ansible_collections.graviton.llama_rpc.plugins.filter.input_problems import input_problems
+    for role in ("rpc_master", "rpc_worker", "aws_infra"):
+        specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        option = specs["main"]["options"][f"{role}_power"] if f"{role}_power" in specs["main"]["options"] \
+            else specs["power"]["options"][f"{role}_power"]
+        assert option["default"] == "started" and set(option.get("choices", ["stopped", "started"])) == {"stopped", "started"}
+    good = {"aws_infra_region": "eu-west-1", "aws_infra_cluster_name": "llama70b"}
+    assert input_problems(dict(good, aws_infra_power="started"), "aws_infra_power") == []
+    assert input_problems(dict(good, aws_infra_power="running"), "aws_infra_power")
+    compose = yaml.safe_load((ROOT / "inventories" / "aws" / "aws_ec2.yml").read_text())["compose"]
+    assert "graviton.llama_rpc/exporter_port" in compose["monitoring_exporter_port"]
+    handed = (ROOT / "roles" / "aws_infra" / "tasks" / "_inventory.yml").read_text()
+    assert handed.count("monitoring_exporter_port:") == 2  # the master and the workers
+    assert "aws_infra_exporter_port" not in (ROOT / "roles" / "monitoring" / "defaults" / "main.yml").read_text()
