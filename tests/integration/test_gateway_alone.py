@@ -185,9 +185,9 @@ def test_a_request_right_after_an_idle_stop_is_held_and_wakes_the_cluster(gatewa
         assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive", journal
         assert "the stop announced to the gateways: heard" in journal, journal
         # the gateway took the cluster out on its agent's word before llama-server stopped (one clock: the host's)
-        out = [float(line.split()[0]) for line in sh(gateway.host, f"journalctl -u llama-rpc-gateway --since @{since} "
-                                                                   "--no-pager -o short-unix")[1].splitlines()
-               if f"{SMALL_MASTER} is DOWN" in line and "Agent" in line]
+        gateway_log = sh(gateway.host, f"journalctl -u llama-rpc-gateway --since @{since} --no-pager -o short-unix")[1]
+        out = [float(line.split()[0]) for line in gateway_log.splitlines()
+               if f"{SMALL_MASTER} is DOWN" in line and "via agent : down" in line]
         stopping = [float(line.split()[0]) for line in sh(master, f"journalctl -u llama-server --since @{since} --no-pager "
                                                                  "-o short-unix")[1].splitlines() if "Stopping " in line]
         assert out and stopping and out[0] <= stopping[-1], (out, stopping)
