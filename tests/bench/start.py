@@ -18,6 +18,7 @@ Run through `make bench-start`.
 
 import argparse
 import json
+import mmap
 import os
 import statistics
 import subprocess
@@ -55,6 +56,58 @@ def disk_read_rate(path):
     return os.path.getsize(path) / (time.monotonic() - began)
 
 
+def populate_rate(path):
+    """The master's read of a model out of its page cache, as llama.cpp's loader does it (mmap with MAP_POPULATE): the
+    file's page cache dropped, bytes per second."""
+    subprocess.run(["sync"], check=True)
+    drop(path)
+    with open(path, "rb") as handle:
+        began = time.monotonic()
+        with mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ, flags=mmap.MAP_PRIVATE | mmap.MAP_POPULATE):
+            seconds = time.monotonic() - began
+    return os.path.getsize(path) / seconds
+
+
+def worker_rates(paths_tool, path, work):
+    """The worker's own work per byte on a hit at this footprint (the file in the page cache), and its read of a cache
+    file out of the page cache as the worker does it (the same path over the file dropped): the disk's rate as the
+    worker sees it, what is left once the hit's own work is taken out."""
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+    hit = worker_path_rate(paths_tool, "hit", path, work)
+    cold = []
+    for _round in range(2):
+        subprocess.run(["sync"], check=True)
+        drop(path)
+        cold.append(float(subprocess.run([paths_tool, "hit", str(path), str(128 << 20)], capture_output=True, text=True,
+                                         check=True).stdout))
+    cold_rate = statistics.median(cold)
+    return hit, (1 / (1 / cold_rate - 1 / hit)) if cold_rate < hit else float("inf")
+
+
+def files_read_rate(paths):
+    """Bytes per second of reading each file whole into a fresh buffer, one after another, as a worker reads its cache
+    files on a hit: (with their page cache dropped, with it holding them)."""
+    def once():
+        began, total = time.monotonic(), 0
+        for path in paths:
+            size = os.path.getsize(path)
+            with open(path, "rb", buffering=0) as handle:
+                total += handle.readinto(bytearray(size))
+        return total / (time.monotonic() - began)
+    subprocess.run(["sync"], check=True)
+    for path in paths:
+        drop(path)
+    dropped = once()
+    return dropped, once()
+
+
+def fixed_work():
+    """The machine's speed now: the fixed piece of work make test times (tests/bed/lib.sh), CPU-seconds."""
+    began = time.process_time()
+    sum(range(30_000_000))
+    return time.process_time() - began
+
+
 def start(bin_dir, model, workers, env):
     """One start: (seconds from the start of llama-completion to its end after one token, the load's seconds, the log)."""
     command = [str(bin_dir / "llama-completion"), "-m", str(model), "--rpc",
@@ -80,6 +133,7 @@ def main():
     subprocess.run(["cc", "-O2", "-o", tool, str(TOOL_SOURCE)], check=True)
     subprocess.run(["cc", "-O2", "-o", paths_tool, str(Path(__file__).with_name("worker_paths.c"))], check=True)
     cores = len(os.sched_getaffinity(0))
+    speed_before = fixed_work()
     for name in ("stock", "hash-ahead", "known-hashes"):
         (work / f"{name}-build").mkdir()
     stock = llama_cpp.role_build(work / "stock-build")
@@ -117,12 +171,24 @@ def main():
         hashed_list = tensor_cache.hashed_tensors(header)
         model_bytes, hashed = sum(t["size"] for t in sent), sum(t["size"] for t in hashed_list)
         file_bytes = os.path.getsize(model)
+        # this footprint's rates (the worker's hit work grows with it here), and the disk as each side reads it
+        hit_at_size, worker_disk = worker_rates(paths_tool, model, work)
+        master_disk = statistics.median(populate_rate(model) for _round in range(2))
+        load_time.FIGURES["worker_hit_rate"] = (hit_at_size,) + load_time.FIGURES["worker_hit_rate"][1:]
+        print(f"{file_bytes / 1e9:5.2f} GB: the worker's hit {hit_at_size / 1e9:.2f} GB/s, its cache reads from the disk "
+              f"{worker_disk / 1e9:.2f} GB/s, the master's populate from the disk {master_disk / 1e9:.2f} GB/s", flush=True)
         record = model.parent / f".{model.name}.tensors.json"
         module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(record)}, work)
         with Worker(stock, work / "w1") as first, Worker(stock, work / "w2") as second:
             workers = (first, second)
             start(stock, model, workers, {})  # the first (cold) load fills the workers' caches, as a first deploy does
             caches = [path for worker in workers for path in worker.cache.iterdir()]
+            # the disk as a worker reads it on a hit: each cache file whole, one after another (a file's readahead
+            # starts small: many files read slower than one of their size)
+            dropped_rate, cached_rate = files_read_rate(caches)
+            worker_disk = 1 / (1 / dropped_rate - 1 / cached_rate) if dropped_rate < cached_rate else worker_disk
+            print(f"{file_bytes / 1e9:5.2f} GB: the workers' cache files read {dropped_rate / 1e9:.2f} GB/s dropped, "
+                  f"{cached_rate / 1e9:.2f} GB/s from the page cache: their disk {worker_disk / 1e9:.2f} GB/s", flush=True)
             shares = [sum(path.stat().st_size for path in worker.cache.iterdir()) for worker in workers]
             for name, (bin_dir, env, options) in masters.items():
                 for worker in workers:
@@ -137,10 +203,10 @@ def main():
                 worker_read = sum(proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] - before
                                   for worker, before in zip(workers, reads_before))
                 stored = sum(worker.saved() for worker in workers) - saved_before
-                spec = [{"bytes": model_bytes * share / max(sum(shares), 1), "memory": 0, "disk_read": constants["disk_read_rate"],
-                         "disk_write": constants["disk_read_rate"], "cache_in_memory": False} for share in shares]
+                spec = [{"bytes": model_bytes * share / max(sum(shares), 1), "memory": 0, "disk_read": worker_disk,
+                         "disk_write": worker_disk, "cache_in_memory": False} for share in shares]
                 predicted = load_time.predict(model_bytes, hashed, len(sent), spec,
-                                              {"disk_read": constants["disk_read_rate"], "cached_bytes": 0},
+                                              {"disk_read": master_disk, "cached_bytes": 0},
                                               constants["network_rate"], "staged", master_bytes=file_bytes - model_bytes,
                                               shared_cores=cores, shared_disk_rate=constants["disk_read_rate"], **options)
                 row = {"model_gb": round(file_bytes / 1e9, 2), "master": name, "first_token_s": round(first_token, 2),
@@ -163,6 +229,8 @@ def main():
         print(f"| {row['model_gb']} GB | {row['master']} | {row['first_token_s']} | {row['load_s']} | {row['predicted_s']} "
               f"| {row['ratio']} | {row['master_read_gb']} | {row['master_own_gb']} |")
     within = [row for row in rows if 0.8 <= row["ratio"] <= 1.2]
+    print(f"the machine: a fixed piece of work took {speed_before:.2f} CPU-s before, {fixed_work():.2f} after "
+          "(0.29 to 0.32 at its best hour)")
     print(f"\n{len(within)} of {len(rows)} predictions within 20% of the measured load "
           f"(hash-ahead: GGML_RPC_LOAD_THREADS={cores}; the master and both workers on these {cores} cores and one disk)")
     (work / "bench-start.json").write_text(json.dumps({"constants": constants, "starts": rows}, indent=2))
