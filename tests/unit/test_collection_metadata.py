@@ -331,3 +331,33 @@ def test_one_word_for_one_state_and_one_variable_for_one_value():
     handed = (ROOT / "roles" / "aws_infra" / "tasks" / "_inventory.yml").read_text()
     assert handed.count("monitoring_exporter_port:") == 2  # the master and the workers
     assert "aws_infra_exporter_port" not in (ROOT / "roles" / "monitoring" / "defaults" / "main.yml").read_text()
+
+
+def task_includes(node):
+    """Every include_tasks/import_tasks target in a task list, blocks and rescues included."""
+    if isinstance(node, list):
+        return [found for item in node for found in task_includes(item)]
+    if not isinstance(node, dict):
+        return []
+    found = []
+    for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+        target = node.get(key)
+        if target is not None:
+            found.append(target["file"] if isinstance(target, dict) else target)
+    for key in ("block", "rescue", "always"):
+        found += task_includes(node.get(key, []))
+    return found
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_included_task_file_exists(role):
+    """An include whose name is templated (`_source_{{ llama_build_source }}.yml`) fails only on the host that takes
+    that branch: each target, its template read as a wildcard, names at least one of the role's task files."""
+    tasks = ROOT / "roles" / role / "tasks"
+    missing = []
+    for path in sorted(tasks.glob("*.yml")):
+        for target in task_includes(yaml.safe_load(path.read_text()) or []):
+            pattern = re.sub(r"\{\{.*?\}\}", "*", str(target))
+            if not list(tasks.glob(pattern)):
+                missing.append(f"{path.name} includes {target}")
+    assert not missing, f"{role}: includes of no task file: {missing}"
