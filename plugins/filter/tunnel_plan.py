@@ -102,6 +102,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.tunnel import plan
 
+
 def _published(host_vars, fact):
     local = (host_vars.get("ansible_facts") or {}).get("ansible_local") or {}
     return local.get(fact) or {}

@@ -25,6 +25,8 @@ extends_documentation_fragment:
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
+  - ansible.builtin.action_common_attributes
+  - graviton.llama_rpc.attributes
 options:
   volume_ids:
     description: The volumes (a cluster's, found by its instances).
@@ -127,9 +129,9 @@ def main():
             if not module.check_mode:
                 try:
                     if decision["action"] == "lower":  # what it had, before it is lowered
-                        client.create_tags(Resources=[vid], aws_retry=True, Tags=[
-                            {"Key": params["tag"], "Value": "%d/%d" % (volume.get("Iops") or volume_performance.BASELINE_IOPS,
-                                                      volume.get("Throughput") or volume_performance.BASELINE_MIB_S)}])
+                        had = "%d/%d" % (volume.get("Iops") or volume_performance.BASELINE_IOPS,
+                                         volume.get("Throughput") or volume_performance.BASELINE_MIB_S)
+                        client.create_tags(Resources=[vid], aws_retry=True, Tags=[{"Key": params["tag"], "Value": had}])
                     client.modify_volume(VolumeId=vid, Iops=iops, Throughput=throughput, aws_retry=True)
                     if decision["action"] == "restore" and volume_performance.parse_tag(
                             {item["Key"]: item["Value"] for item in volume.get("Tags") or []}.get(params["tag"])):

@@ -80,7 +80,7 @@ options:
         llama-server runs; default C(auto)) and C(timeout) (seconds per projection, default 300). The workers must be
         free (a worker serves one client at a time).
       - With C(stand_ins) (the path of the master's C(ggml-rpc-server)), the projection asks stand-ins of the workers
-        instead, started on the master's loopback for its duration, for the plan of a model whose workers a running
+        instead, started on the master's loopback for its duration (transient systemd units), for the plan of a model whose workers a running
         llama-server holds. Their memory is O(workers)' figures, as always.
     type: dict
   plan:
@@ -304,7 +304,7 @@ def main():
             with contextlib.ExitStack() as stack:
                 stand_ins = {}
                 if stand_in_program:
-                    started = stack.enter_context(llama_fit.stand_ins(stand_in_program, len(workers)))
+                    started = stack.enter_context(llama_fit.stand_ins(module.run_command, stand_in_program, len(workers)))
                     stand_ins = dict(zip((worker["endpoint"] for worker in workers), started))
                 projector = projector_for(module, params, params["path"], stand_ins)
                 result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],

@@ -162,6 +162,22 @@ release:
     checksums are not known yet.
   returned: always
   type: dict
+  contains:
+    name:
+      description: The release's name.
+      type: str
+    dir:
+      description: The directory the release is placed in.
+      type: str
+    digest:
+      description: The sha256 of the parts' sha256s.
+      type: str
+    placed:
+      description: Whether the release is in C(dir); false while it is staged in C(.incoming/NAME).
+      type: bool
+    load_path:
+      description: The first part's path where the release is now, the path llama.cpp loads.
+      type: str
 parts:
   description: Per part C(number), C(name), C(path), C(state) (C(verified), C(downloading), C(verifying), C(waiting)),
     C(bytes) (on disk), C(total) (null until known), C(fetched) (bytes this call), C(resumed_from) (bytes it had when

@@ -188,8 +188,8 @@ def test_a_request_right_after_an_idle_stop_is_held_and_wakes_the_cluster(gatewa
         gateway_log = sh(gateway.host, f"journalctl -u llama-rpc-gateway --since @{since} --no-pager -o short-unix")[1]
         out = [float(line.split()[0]) for line in gateway_log.splitlines()
                if f"{SMALL_MASTER} is DOWN" in line and "via agent : down" in line]
-        stopping = [float(line.split()[0]) for line in sh(master, f"journalctl -u llama-server --since @{since} --no-pager "
-                                                                 "-o short-unix")[1].splitlines() if "Stopping " in line]
+        journal = sh(master, f"journalctl -u llama-server --since @{since} --no-pager -o short-unix")[1]
+        stopping = [float(line.split()[0]) for line in journal.splitlines() if "Stopping " in line]
         assert out and stopping and out[0] <= stopping[-1], (out, stopping)
         time.sleep(max(0.0, 2 - (time.monotonic() - stopped_at)))
         status, cluster, body = call(gateway, "/completion", GREEDY, timeout=WAKE_TIMEOUT + 20)

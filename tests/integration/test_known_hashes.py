@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
 from tests.bench.load import Worker
 from tests.tools import llama_cpp, tiny_model
 
@@ -173,7 +172,7 @@ def test_a_worker_killed_mid_load_is_named_and_leaves_no_short_cache_file(builds
     endpoint (never a hang, never tokens), and the cache guard's check before a worker starts (GUARD_ONCE, as the
     worker's unit runs it) leaves only files whose bytes hash to their name."""
     stock, patched = builds
-    model_path = new_model(tmp_path / "model" / "model.gguf", **dict(SHAPE, layers=12))
+    model_path = new_model(tmp_path / "model" / "model.gguf", **{**SHAPE, "layers": 12})
     record, _kept = write_record(stock, model_path)
     with Worker(stock, tmp_path / "w1") as first, Worker(stock, tmp_path / "w2") as second:
         env = dict(os.environ, GGML_NO_BACKTRACE="1", GGML_RPC_HASH_RECORD=str(record))

@@ -40,4 +40,3 @@ def smallest_holding(need_bytes, fraction):
         if need_bytes <= memory * GIB * fraction:
             return {"name": name, "memory_gib": memory, "usd_per_hour": price}
     return None
-

@@ -22,7 +22,6 @@ RECORD = model_releases.RECORD
 HASH_START_SECONDS = 60
 
 
-
 def identity(path):
     stat = os.stat(path)
     return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
@@ -69,8 +68,8 @@ class FetchState:
         self.abandoned = False  # the controller's lease ran out: nobody waits for this call's result
         self.lock_file = None
 
-
     # ---- state on disk ----
+
     def _load(self, name):
         try:
             with open(os.path.join(self.state_dir, name)) as handle:

@@ -19,9 +19,10 @@ failed run whose log lost llama.cpp's reason is repeated too.
 
 A running llama-server holds its workers (a worker serves one client at a time), so a plan made while it serves, to
 refuse a new model before it is touched, projects against stand-ins: ggml-rpc-server of the master's own build, one per
-worker, on the master's loopback for the projection's few seconds (stand_ins()). A projection asks an RPC device only
-for its buffer type's alignment, its largest buffer and each tensor's allocation size, which a CPU worker of the same
-source answers alike on any host; the memory each worker has comes from its probe (or, while it is held, from the
+worker, on the master's loopback for the projection's few seconds (stand_ins(): transient systemd units, sandboxed, so
+that they outlive run_command's call and end on their own). A projection asks an RPC device only for its buffer type's
+alignment, its largest buffer and each tensor's allocation size, which a CPU worker of the same source answers alike on
+any host; the memory each worker has comes from its probe (or, while it is held, from the
 probe the plan it runs with was made from), never from the stand-in.
 """
 
@@ -29,12 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal
 import socket
-import subprocess
-import tempfile
 import time
 
 MIB = 1 << 20
@@ -48,6 +45,11 @@ class ProjectionError(RuntimeError):
 
 
 STAND_IN_START_SECONDS = 10
+# A stand-in that a killed plan could not stop ends on its own after this long (systemd's RuntimeMaxSec).
+STAND_IN_LIFETIME_SECONDS = 3600
+# The stand-ins serve the projection on loopback only, sandboxed as a worker is: no user, no files, no devices.
+STAND_IN_SANDBOX = ("DynamicUser=yes", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
+                    "PrivateDevices=yes", "RestrictAddressFamilies=AF_INET AF_UNIX")
 
 
 def _free_port():
@@ -64,48 +66,45 @@ def _accepts(port):
         return False
 
 
-def _ignore_sigpipe():
-    # a worker writes without handling SIGPIPE: the connection checks below hang up before its answer
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+def stand_in_command(program, unit, port, lifetime=STAND_IN_LIFETIME_SECONDS):
+    """systemd-run's command line for one stand-in: a transient unit (gone when stopped or failed), so that it outlives
+    the call that starts it, is sandboxed, and ends after lifetime seconds even if nobody stops it."""
+    properties = ["--property=%s" % value for value in STAND_IN_SANDBOX + ("RuntimeMaxSec=%d" % lifetime,)]
+    return (["systemd-run", "--quiet", "--collect", "--unit", unit, "--setenv=GGML_NO_BACKTRACE=1"] + properties
+            + ["--", program, "-H", "127.0.0.1", "-p", str(port), "-t", "1"])
 
 
 @contextlib.contextmanager
-def stand_ins(program, count, start_seconds=STAND_IN_START_SECONDS):
-    """count ggml-rpc-server processes of program on 127.0.0.1 (no cache, one thread), each listening on a port of its
-    own: yields their endpoints, in order, and stops them on exit. Raises ProjectionError when one does not listen."""
-    processes, endpoints, logs = [], [], []
+def stand_ins(run, program, count, start_seconds=STAND_IN_START_SECONDS):
+    """count ggml-rpc-server stand-ins of program on 127.0.0.1 (no cache, one thread), each a transient systemd unit
+    listening on a port of its own, started with run (AnsibleModule.run_command: argv -> rc, stdout, stderr): yields
+    their endpoints, in order, and stops them on exit. Raises ProjectionError when one does not listen."""
+    units, endpoints = [], []
     try:
         for _index in range(count):
             port = _free_port()
-            logs.append(tempfile.TemporaryFile())  # a pipe nobody reads would fill and block it
-            try:
-                processes.append(subprocess.Popen([program, "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
-                                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                  stderr=logs[-1], preexec_fn=_ignore_sigpipe,
-                                                  env=dict(os.environ, GGML_NO_BACKTRACE="1")))
-            except OSError as error:
-                raise ProjectionError("cannot start the stand-in worker %s: %s" % (program, error))
+            unit = "llama-rpc-stand-in-%d" % port
+            code, _stdout, stderr = run(stand_in_command(program, unit, port))
+            if code != 0:
+                raise ProjectionError("cannot start the stand-in worker %s: %s" % (program, stderr.strip()[-300:]))
+            units.append(unit)
             endpoints.append("127.0.0.1:%d" % port)
         deadline = time.monotonic() + start_seconds
-        for process, endpoint, log in zip(processes, endpoints, logs):
+        for unit, endpoint in zip(units, endpoints):
             port = int(endpoint.rsplit(":", 1)[1])
             while not _accepts(port):
-                if process.poll() is not None:
-                    log.seek(0)
-                    raise ProjectionError("the stand-in worker %s exited (%s): %s" % (
-                        program, process.returncode, log.read().decode("utf-8", "replace").strip()[-300:]))
+                _code, state, _stderr = run(["systemctl", "show", "--property=ActiveState", "--value", unit])
+                if state.strip() not in ("active", "activating"):
+                    _code, log, _stderr = run(["journalctl", "--unit", unit, "--output=cat", "--no-pager", "--lines=20"])
+                    raise ProjectionError("the stand-in worker %s exited: %s" % (program, log.strip()[-300:]))
                 if time.monotonic() > deadline:
                     raise ProjectionError("the stand-in worker %s did not listen on %s within %ds"
                                           % (program, endpoint, start_seconds))
                 time.sleep(0.05)
         yield endpoints
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-        for log in logs:
-            log.close()
+        if units:
+            run(["systemctl", "stop"] + units)
 
 
 def command(program, model_path, endpoints, gpu_layers, tensor_split, context, slots, flash_attn="auto", extra=()):

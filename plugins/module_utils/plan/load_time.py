@@ -232,8 +232,8 @@ def _known_hashes(model_bytes, hashed_bytes, workers, share, master, network_rat
     master_own = master_bytes * read_per_byte
     fill = max(lanes) if lanes else 0.0
     seconds = max(fill, master_own)
-    bound = ("the workers' cache reads (%s), all at once" % ("copies in memory" if all(w.get("cache_in_memory") for w in workers)
-                                                            else "their disks") if hit else
+    cache_reads = "copies in memory" if all(w.get("cache_in_memory") for w in workers) else "their disks"
+    bound = ("the workers' cache reads (%s), all at once" % cache_reads if hit else
              "the workers' stores (hashing again and writing what they receive), all at once")
     if master_own > fill:
         bound = "the master's read of what it keeps itself"

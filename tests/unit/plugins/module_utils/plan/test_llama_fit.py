@@ -100,8 +100,8 @@ echo '  what():  failed to load model' >&2
 exit 134
 """)
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    with pytest.raises(llama_fit.ProjectionError, match=r"failed \(exit 134\): .*llama_model_load: error loading model: "
-                                                         r"tensor blk.0.ffn_up.weight has wrong shape"):
+    wrong_shape = r"failed \(exit 134\): .*llama_model_load: error loading model: tensor blk.0.ffn_up.weight has wrong shape"
+    with pytest.raises(llama_fit.ProjectionError, match=wrong_shape):
         llama_fit.project(run, str(script), "m", ENDPOINTS, 70, [1, 1], 4096, 1)
     assert counter.read_text().strip() == "2"
 

@@ -192,7 +192,7 @@ def test_the_time_to_serve_again_after_a_stop_with_known_hashes():
     MiB/s: the start is then bounded by it."""
     start = load_time.figure("ec2_start_s")
     cases = {"70B Q4_0, the README's recipe": lambda **kw: staged_70b(False, master_cached=False, **kw),
-             "400 GB MoE, 3 x c8g.48xlarge": lambda **kw: moe_400gb_on_three_c8g_48xlarge(**kw)}
+             "400 GB MoE, 3 x c8g.48xlarge": moe_400gb_on_three_c8g_48xlarge}
     found = {}
     for name, predict in cases.items():
         for rate in (1000, 2000, 125):
