@@ -144,8 +144,8 @@ def test_good_input_passes_the_input_checks(host):
 
 
 def test_a_build_without_every_program_is_refused_by_name(host):
-    """A build (local fact llama_rpc_build) whose bin directory lacks llama-server and has llama-fit-params without
-    its execute bit: both named, llama-completion not, and nothing written on the master."""
+    """A build (local fact llama_rpc_build) whose bin directory lacks llama-server and ggml-rpc-server and has
+    llama-fit-params without its execute bit: the three named, llama-completion not, and nothing written on the master."""
     container, _directory, sha = host
     bin_dir = "/opt/partial-build/bin"
     fake = (f"mkdir -p {bin_dir} /etc/ansible/facts.d && touch {bin_dir}/llama-completion {bin_dir}/llama-fit-params && "
@@ -157,7 +157,7 @@ def test_a_build_without_every_program_is_refused_by_name(host):
     finally:
         container.exec_run(["rm", "-rf", "/opt/partial-build", "/etc/ansible/facts.d/llama_rpc_build.fact"])
     assert_refused("a build without every program", result,
-                   [f"llama-fit-params, llama-server missing (or not executable) in {bin_dir} on {HOST}"], untouched)
+                   [f"llama-fit-params, ggml-rpc-server, llama-server missing (or not executable) in {bin_dir} on {HOST}"], untouched)
     assert "llama-completion, llama-fit-params, llama-server missing" not in result.stdout, result.stdout[-3000:]
 
 
