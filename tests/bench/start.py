@@ -32,19 +32,7 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import loa
 from tests.bench.load import TOOL_SOURCE, Worker, hash_rate, module, page_cache_rate, proc_numbers, raw_tcp_rate, \
     worker_path_rate
 from tests.tools import llama_cpp, tiny_model
-
-
-def drop(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def resident(path):
-    out = subprocess.run(["fincore", "-b", "-n", "-o", "RES", str(path)], capture_output=True, text=True, check=True)
-    return int(out.stdout.strip() or 0)
+from tests.tools.page_cache import drop, resident
 
 
 def disk_read_rate(path):

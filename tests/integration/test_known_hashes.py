@@ -21,6 +21,7 @@ import pytest
 
 from tests.bench.load import Worker
 from tests.tools import llama_cpp, tiny_model
+from tests.tools.page_cache import drop, resident
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = ROOT / "roles" / "rpc_worker" / "files" / "llama-rpc-worker-cache-guard.py"
@@ -48,22 +49,6 @@ def write_record(bin_dir, model_path):
 def new_model(path, **shape):
     path.parent.mkdir(parents=True, exist_ok=True)
     return tiny_model.write_model(path, **shape)
-
-
-def drop(path):
-    """The page cache of a file, dropped (the next read comes from the disk)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def resident(path):
-    """Bytes of the file in the page cache (what a load read of it, after drop())."""
-    out = subprocess.run(["fincore", "-b", "-n", "-o", "RES", str(path)], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    return int(out or 0)
 
 
 def greedy(bin_dir, model_path, workers=(), record=None):
