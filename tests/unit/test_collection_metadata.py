@@ -204,14 +204,18 @@ def test_no_role_reads_another_roles_files_by_path(owner):
     assert not found, "%s's files named outside it (read its published state instead): %s" % (owner, found)
 
 
-def aws_tasks(node):
-    """Every task of a task file's YAML that calls an AWS module (amazon.aws's, or ours that talk to AWS)."""
+def every_task(node):
+    """Every task of a task file's YAML, those inside blocks, rescues and always sections included."""
     if isinstance(node, list):
-        return [task for item in node for task in aws_tasks(item)]
+        return [task for item in node for task in every_task(item)]
     if not isinstance(node, dict):
         return []
-    own = [node] if any(key.startswith(("amazon.aws.", "graviton.llama_rpc.ec2_")) for key in node) else []
-    return own + aws_tasks(node.get("block", [])) + aws_tasks(node.get("rescue", [])) + aws_tasks(node.get("always", []))
+    return [node] + every_task(node.get("block", [])) + every_task(node.get("rescue", [])) + every_task(node.get("always", []))
+
+
+def aws_tasks(node):
+    """Every task of a task file's YAML that calls an AWS module (amazon.aws's, or ours that talk to AWS)."""
+    return [task for task in every_task(node) if any(key.startswith(("amazon.aws.", "graviton.llama_rpc.ec2_")) for key in task)]
 
 
 def test_the_region_is_given_once_to_every_aws_module():
@@ -335,18 +339,10 @@ def test_one_word_for_one_state_and_one_variable_for_one_value():
 
 def task_includes(node):
     """Every include_tasks/import_tasks target in a task list, blocks and rescues included."""
-    if isinstance(node, list):
-        return [found for item in node for found in task_includes(item)]
-    if not isinstance(node, dict):
-        return []
-    found = []
-    for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
-        target = node.get(key)
-        if target is not None:
-            found.append(target["file"] if isinstance(target, dict) else target)
-    for key in ("block", "rescue", "always"):
-        found += task_includes(node.get(key, []))
-    return found
+    return [target["file"] if isinstance(target, dict) else target
+            for task in every_task(node)
+            for target in (task.get("ansible.builtin.include_tasks"), task.get("ansible.builtin.import_tasks"))
+            if target is not None]
 
 
 @pytest.mark.parametrize("role", ROLES)
