@@ -157,8 +157,10 @@ def test_a_build_without_every_program_is_refused_by_name(host):
     finally:
         container.exec_run(["rm", "-rf", "/opt/partial-build", "/etc/ansible/facts.d/llama_rpc_build.fact"])
     assert_refused("a build without every program", result,
-                   [f"llama-fit-params, ggml-rpc-server, llama-server missing (or not executable) in {bin_dir} on {HOST}"], untouched)
-    assert "llama-completion, llama-fit-params, llama-server missing" not in result.stdout, result.stdout[-3000:]
+                   [f"llama-fit-params, ggml-rpc-server, llama-server missing (or not executable) in {bin_dir} on {HOST}"],
+                   untouched)
+    assert "llama-completion, llama-fit-params, ggml-rpc-server, llama-server missing" not in result.stdout, \
+        result.stdout[-3000:]
 
 
 def test_a_wrong_checksum_for_part_2_is_refused_by_name(host):
