@@ -80,8 +80,8 @@ options:
         llama-server runs; default C(auto)) and C(timeout) (seconds per projection, default 300). The workers must be
         free (a worker serves one client at a time).
       - With C(stand_ins) (the path of the master's C(ggml-rpc-server)), the projection asks stand-ins of the workers
-        instead, started on the master's loopback for its duration (transient systemd units), for the plan of a model whose workers a running
-        llama-server holds. Their memory is O(workers)' figures, as always.
+        instead, started on the master's loopback for its duration (transient systemd units), for the plan of a model
+        whose workers a running llama-server holds. Their memory is O(workers)' figures, as always.
     type: dict
   plan:
     description:
