@@ -33,6 +33,11 @@ options:
     description: The downloaded model's name (C(rpc_master_model_name)); empty, the source's.
     type: str
     default: ""
+  variables:
+    description: The prefix of the variables the problems name (C(_src), C(_sha256), C(_sha256sums), C(_name) after it),
+      V(rpc_master_spec_draft) for the draft model of speculative decoding.
+    type: str
+    default: rpc_master_model
 """
 
 EXAMPLES = r"""
@@ -54,8 +59,8 @@ _value:
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_source
 
 
-def model_parts(source, sha256="", sha256sums="", name=""):
-    return model_source.parts(source, sha256 or "", sha256sums or "", name or "")
+def model_parts(source, sha256="", sha256sums="", name="", variables="rpc_master_model"):
+    return model_source.parts(source, sha256 or "", sha256sums or "", name or "", variables or "rpc_master_model")
 
 
 class FilterModule:

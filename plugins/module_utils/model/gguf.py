@@ -79,7 +79,8 @@ class _Reader:
             raise GGUFError("%s: a %d-byte string in the header: not a GGUF file, or a corrupt one" % (self.path, length))
         return self.handle.read(length).decode("utf-8", errors="replace")
 
-    def value(self, kind):
+    def value(self, kind, whole=False):
+        """One value; an array longer than the reader keeps is only counted ({"array_length"}), unless whole."""
         if kind in _SCALARS:
             return self.unpack(_SCALARS[kind])
         if kind == _STRING:
@@ -89,7 +90,7 @@ class _Reader:
             count = self.unpack("<Q")
             if element_kind in _SCALARS:
                 size = struct.calcsize(_SCALARS[element_kind])
-                if count > _NUMBER_ARRAY_KEEP:  # skipped over in one seek
+                if count > _NUMBER_ARRAY_KEEP and not whole:  # skipped over in one seek
                     self.handle.seek(count * size, os.SEEK_CUR)
                     return {"array_length": count}
                 data = self.handle.read(count * size)
@@ -97,7 +98,7 @@ class _Reader:
                     raise GGUFError("%s: the GGUF header ends early (truncated file?)" % self.path)
                 return list(struct.unpack("<%d%s" % (count, _SCALARS[element_kind][1]), data))
             values = [self.value(element_kind) for _index in range(count)]
-            return values if count <= _ARRAY_KEEP else {"array_length": count}
+            return values if count <= _ARRAY_KEEP or whole else {"array_length": count}
         raise GGUFError("%s: unknown metadata type %d in the header" % (self.path, kind))
 
 
@@ -129,9 +130,9 @@ def _check_tensor(path, tensor):
                         % (path, tensor["name"], type_name(tensor["type"]), tensor["shape"][0], elements_per_block))
 
 
-def read_header(path):
-    """One GGUF file. Returns {"version", "metadata", "tensors": [{name, shape, type, offset, size, bytes, path,
-    file_offset}], "data_offset", "file_size"}: offset is relative to the data section, file_offset to the file's
+def read_header(path, whole_arrays=()):
+    """One GGUF file (the metadata arrays named in whole_arrays kept whole: a vocabulary's tokens). Returns {"version",
+    "metadata", "tensors": [{name, shape, type, offset, size, bytes, path, file_offset}], "data_offset", "file_size"}: offset is relative to the data section, file_offset to the file's
     start, bytes is data_bytes, size runs to the next tensor (padding included)."""
     path = os.fspath(path)
     file_size = os.path.getsize(path)
@@ -147,7 +148,7 @@ def read_header(path):
         metadata = {}
         for _index in range(metadata_count):
             key = reader.string()
-            metadata[key] = reader.value(reader.unpack("<I"))
+            metadata[key] = reader.value(reader.unpack("<I"), whole=key in whole_arrays)
         tensors = []
         for _index in range(tensor_count):
             name = reader.string()
@@ -195,14 +196,14 @@ def _split_fields(header):
     return [header["metadata"].get(key) for key in SPLIT_KEYS]
 
 
-def read_model(path):
+def read_model(path, whole_arrays=()):
     """A model from the file llama.cpp loads: a single file, or the first part of a set, whose other parts must lie
     beside it under llama.cpp's names. Returns read_header's dict for the whole model: the first part's metadata,
     every part's tensors (each with its part's path and file_offset), "parts": [{"path", "size"}] and "file_size" the
     parts' total. Refuses, naming the fix: another part than the first, a missing part, a part of another set, a
     tensor in two parts, a set whose tensor count is not split.tensors.count."""
     path = os.fspath(path)
-    first = read_header(path)
+    first = read_header(path, whole_arrays)
     number, count, tensor_count = _split_fields(first)
     count = int(count or 1)
     split = split_name(path)

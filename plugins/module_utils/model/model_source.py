@@ -21,7 +21,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 SPLIT = re.compile(r"^(?P<prefix>.+)-(?P<number>\d{5})-of-(?P<count>\d{5})\.gguf$")
-VARIABLE = "rpc_master_model_src"
 
 
 def kind_of(source):
@@ -61,8 +60,9 @@ def part_name(prefix, number, count):
     return "%s-%05d-of-%05d.gguf" % (prefix, number, count)
 
 
-def parts(source, sha256="", sha256sums="", name=""):
-    """{"kind", "parts": [{"number", "src", "name" (published), "file" (on the master), "sha256", and for a path
+def parts(source, sha256="", sha256sums="", name="", variables="rpc_master_model"):
+    """The parts of a model source, its checksums' variables named variables_src, variables_sha256, ... in the messages
+    (rpc_master_model, or rpc_master_spec_draft for the draft model). {"kind", "parts": [{"number", "src", "name" (published), "file" (on the master), "sha256", and for a path
     "dest"}], "model_path" (what llama.cpp loads: a path's first part; empty for a download, whose release names it),
     "base_name", "checksums" ("sha256", "sha256sums" or "none"), "problems": [...]}."""
     problems = []
@@ -74,7 +74,7 @@ def parts(source, sha256="", sha256sums="", name=""):
         shown = ", ".join(repr(item) for item in sources) or "(empty)"
         problems.append("%s=%s is not a model source. Set it to an absolute path on the master, an http(s):// URL or "
                         "s3://bucket/key of a .gguf file (a multi-part set's first part, NAME-00001-of-0000N.gguf), or a "
-                        "list of a set's parts, all of one kind." % (VARIABLE, shown if listed else sources[0] or "(empty)"))
+                        "list of a set's parts, all of one kind." % (variables + "_src", shown if listed else sources[0] or "(empty)"))
         return {"kind": "unknown", "parts": [], "model_path": "", "base_name": "", "checksums": "none",
                 "problems": problems}
 
@@ -85,13 +85,13 @@ def parts(source, sha256="", sha256sums="", name=""):
         if splits != expected:
             problems.append("%s lists %d parts named %s: a set's parts must be listed in order under llama.cpp's names, "
                             "%s ... %s (the names llama.cpp finds the parts by)." % (
-                                VARIABLE, len(sources), ", ".join(names), part_name(*expected[0]), part_name(*expected[-1])))
+                                variables + "_src", len(sources), ", ".join(names), part_name(*expected[0]), part_name(*expected[-1])))
         sources_all = sources
     elif splits[0] and splits[0][2] > 1:
         prefix, number, count = splits[0]
         if number != 1:
             problems.append("%s=%s is part %d of %d of a multi-part set: point it at the first part, %s (llama.cpp loads a "
-                            "set from its first part)." % (VARIABLE, sources[0], number, count, part_name(prefix, 1, count)))
+                            "set from its first part)." % (variables + "_src", sources[0], number, count, part_name(prefix, 1, count)))
         sources_all = [_with_name(sources[0], part_name(prefix, index, count)) for index in range(1, count + 1)]
     else:
         sources_all = sources[:1]
@@ -107,7 +107,7 @@ def parts(source, sha256="", sha256sums="", name=""):
     else:
         wanted = name or names[0]
         if "/" in wanted or wanted in (".", ".."):
-            problems.append("rpc_master_model_name=%s must be a file name, not a path: the model goes into "
+            problems.append("{name}=%s must be a file name, not a path: the model goes into "
                             "rpc_master_models_dir." % wanted)
             wanted = names[0]
         if count > 1:
@@ -120,27 +120,27 @@ def parts(source, sha256="", sha256sums="", name=""):
     sums = [""] * count
     given = sha256 if isinstance(sha256, list) else ([sha256] if sha256 else [])
     if given and sha256sums:
-        problems.append("set one of rpc_master_model_sha256 and rpc_master_model_sha256sums, not both.")
+        problems.append("set one of {sha} and {sums}, not both.")
     elif given:
         checksums = "sha256"
         bad = [value for value in given if not (isinstance(value, str) and SHA256.match(value))]
         if bad:
-            problems.append("rpc_master_model_sha256 must be sha256 checksums (64 hex digits), got %s. Take them from the "
+            problems.append("{sha} must be sha256 checksums (64 hex digits), got %s. Take them from the "
                             "model's publisher (the Hugging Face file pages) or run sha256sum on a trusted copy."
                             % ", ".join(repr(value) for value in bad))
         elif len(given) != count:
-            problems.append("rpc_master_model_sha256 gives %d checksum(s) for %d part(s): give a list of one per part, in "
-                            "order, or rpc_master_model_sha256sums (a checksum file that names the parts)."
+            problems.append("{sha} gives %d checksum(s) for %d part(s): give a list of one per part, in "
+                            "order, or {sums} (a checksum file that names the parts)."
                             % (len(given), count))
         else:
             sums = [value.lower() for value in given]
     elif sha256sums:
         checksums = "sha256sums"
         if kind_of(sha256sums) == "unknown":
-            problems.append("rpc_master_model_sha256sums=%s is not a checksum file: give a path on the master, an "
+            problems.append("{sums}=%s is not a checksum file: give a path on the master, an "
                             "http(s):// URL or s3://bucket/key of a file in sha256sum's format." % sha256sums)
     if checksums == "none" and kind != "path":
-        problems.append("rpc_master_model_sha256 (one per part) or rpc_master_model_sha256sums is required for a "
+        problems.append("{sha} (one per part) or {sums} is required for a "
                         "download: a downloaded model is used only when its bytes are the publisher's.")
 
     base = split_name(files[0])
@@ -159,7 +159,9 @@ def parts(source, sha256="", sha256sums="", name=""):
         "model_path": sources_all[0] if kind == "path" else "",
         "base_name": base_name,
         "checksums": checksums,
-        "problems": problems,
+        # the variables' names go in last: a value quoted in a problem may hold braces
+        "problems": [problem.replace("{sums}", variables + "_sha256sums").replace("{sha}", variables + "_sha256")
+                     .replace("{name}", variables + "_name") for problem in problems],
     }
 
 

@@ -1,0 +1,72 @@
+"""Speculative decoding's kinds and the draft's vocabulary rule (module_utils/llama_cpp/speculative.py), case by case on
+metadata, and on real files read with the tokens kept whole. Against llama-server's own verdict on the same pairs:
+tests/integration/test_speculative.py."""
+
+import pytest
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
+from tests.tools import tiny_model
+
+TOKENS = ["<unk>", "<s>", "</s>", "a", "b"] + ["t%d" % index for index in range(300)]
+VOCAB = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2", speculative.TOKENS_KEY: TOKENS,
+         "tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": False, "tokenizer.ggml.bos_token_id": 1,
+         "tokenizer.ggml.eos_token_id": 2}
+
+
+def with_changes(**changes):
+    changed = dict(VOCAB)
+    for key, value in changes.items():
+        name = speculative.TOKENS_KEY if key == "tokens" else "tokenizer.ggml." + key
+        if value is None:
+            changed.pop(name)
+        else:
+            changed[name] = value
+    return changed
+
+
+CASES = {
+    "another tokenizer": (with_changes(model="llama"), "the draft's tokenizer is llama and the model's is gpt2"),
+    "another BOS": (with_changes(bos_token_id=7), "their BOS tokens differ (1 in the model, 7 in the draft)"),
+    "no BOS added": (with_changes(add_bos_token=False), "the model adds a BOS token and the draft does not"),
+    "BOS left to the default": (with_changes(add_bos_token=None),
+                                "the model says whether it adds a BOS token (tokenizer.ggml.add_bos_token) and the "
+                                "draft leaves it to llama.cpp's default"),
+    "too many more tokens": (with_changes(tokens=TOKENS + ["x%d" % index for index in range(129)]),
+                             "the model has 305 tokens and the draft 434, more than 128 apart"),
+    "one token's text": (with_changes(tokens=TOKENS[:9] + ["other"] + TOKENS[10:]),
+                         "token 9 is 't4' in the model and 'other' in the draft"),
+    "no token list": (with_changes(tokens=None), "the draft has no token list"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_draft_llama_server_would_refuse_is_named(case):
+    draft, reason = CASES[case]
+    assert speculative.vocab_problem(VOCAB, draft) == reason
+
+
+def test_what_llama_server_accepts_passes():
+    assert speculative.vocab_problem(VOCAB, dict(VOCAB)) is None
+    # up to 128 tokens more, the first five (special) tokens' texts, and an EOS not added may differ
+    assert speculative.vocab_problem(VOCAB, with_changes(tokens=TOKENS + ["x%d" % index for index in range(128)])) is None
+    assert speculative.vocab_problem(VOCAB, with_changes(tokens=["?"] * 5 + TOKENS[5:])) is None
+    assert speculative.vocab_problem(VOCAB, with_changes(eos_token_id=9)) is None
+
+
+def test_the_kinds_are_llama_cpps():
+    assert set(speculative.DRAFT_MODEL_TYPES) | set(speculative.SELF_TYPES) | {"none"} == set(speculative.TYPES)
+    assert not set(speculative.DRAFT_MODEL_TYPES) & set(speculative.SELF_TYPES)
+
+
+def test_files_read_with_their_tokens_whole(tmp_path):
+    model = tiny_model.write_model(tmp_path / "model.gguf")
+    draft = tiny_model.write_model(tmp_path / "draft.gguf", layers=1, seed=7)
+    other = tiny_model.write_model(tmp_path / "other.gguf", vocab=400)
+    read = {path.stem: gguf.read_header(path, whole_arrays=(speculative.TOKENS_KEY,))["metadata"]
+            for path in (model, draft, other)}
+    assert len(read["model"][speculative.TOKENS_KEY]) == 262
+    assert speculative.vocab_problem(read["model"], read["draft"]) is None
+    # neither says whether it adds EOS (llama.cpp's default for its tokenizer): their EOS must be the same, to be sure
+    assert speculative.vocab_problem(read["model"], read["other"]) == "their EOS tokens differ (261 in the model, 399 in the draft)"
+    # without whole_arrays the header reader keeps only the tokens' count
+    assert gguf.read_header(model)["metadata"][speculative.TOKENS_KEY] == {"array_length": 262}
