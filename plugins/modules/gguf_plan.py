@@ -83,6 +83,14 @@ options:
         instead, started on the master's loopback for its duration (transient systemd units), for the plan of a model
         whose workers a running llama-server holds. Their memory is O(workers)' figures, as always.
     type: dict
+  draft:
+    description:
+      - The draft model of speculative decoding, which llama-server keeps on the master's own CPU beside the model, given by
+        C(path) (its file, or a set's first part). Its vocabulary must be one llama-server accepts beside the model's (the
+        same tokenizer, BOS and EOS, the same tokens within llama.cpp's bounds), else the plan is refused naming the
+        difference. Its weights, caches and compute buffers for O(context_size) and O(slots) are llama.cpp's projection
+        of it alone (O(projection) required), counted in the master's need with O(master_reserved_bytes).
+    type: dict
   plan:
     description:
       - A plan made before (the one llama-server runs with, RV(plan)). Nothing is planned or projected; the model's headers
@@ -180,6 +188,11 @@ plan:
           needed), C(workers), C(single_node_bytes) (what one node would need), C(master_usable_bytes), C(single_instance)
           and C(single_instance_memory_gib) (the smallest C8g whose memory holds that at O(memory_fraction); null when none).
       type: dict
+draft:
+  description: With O(draft), its projection on the master (C(path), C(bytes), and C(model), C(context) and C(compute)
+    bytes), counted in RV(plan)'s master need. The plan also carries it as C(plan.draft).
+  returned: when draft is given and a plan is made
+  type: dict
 load:
   description:
     - With O(load_figures), the predicted first load with the workers' caches C(cold) (llama.cpp sends and they store
@@ -195,8 +208,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import llama_fit, load_time
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import PlanError, plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative, tensor_cache
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import PlanError, human, plan
 
 
 def meminfo(server_pid=0):
@@ -251,6 +264,37 @@ def projector_for(module, params, model_path, stand_ins=None):
     return project
 
 
+def draft_share(module, params, context):
+    """The draft model's projection on the master alone ({path, bytes, model, context, compute}) for context tokens per
+    slot (llama-server gives the draft the model's context), after its vocabulary is checked against the model's; raises
+    PlanError naming what to change."""
+    path = params["draft"].get("path") or ""
+    if not params["projection"]:
+        raise PlanError("a draft model is planned with llama.cpp's projection: give projection")
+    try:
+        draft = gguf.read_model(path, whole_arrays=(speculative.TOKENS_KEY,))
+        tokens = gguf.read_header(params["path"], whole_arrays=(speculative.TOKENS_KEY,))["metadata"]
+    except (OSError, gguf.GGUFError) as error:
+        raise PlanError("cannot read the draft model: %s" % error)
+    problem = speculative.vocab_problem(tokens, draft["metadata"], "the model (%s)" % gguf.set_base_name(params["path"]),
+                                        "the draft (%s)" % gguf.set_base_name(path))
+    if problem:
+        raise PlanError("the draft model cannot draft for the model: %s (llama-server would drop it and serve without "
+                        "speculative decoding, saying so only in its log). "
+                        "Set rpc_master_spec_draft_src to a draft of the model's own family (the same tokenizer), or "
+                        "rpc_master_spec_type to an n-gram kind, which needs no draft" % problem)
+    options = params["projection"]
+    try:
+        projected = llama_fit.project(module.run_command, options.get("program"), path, [], 0, [],
+                                      context * params["slots"], params["slots"], str(options.get("flash_attn") or "auto"),
+                                      timeout=int(options.get("timeout") or 300))
+    except llama_fit.ProjectionError as error:
+        raise PlanError("llama.cpp's projection of the draft model failed: %s" % error)
+    figures = projected["master"]
+    return {"path": path, "bytes": sum(figures.values()), "model": figures["model"], "context": figures["context"],
+            "compute": figures["compute"]}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -264,6 +308,7 @@ def main():
             server_pid=dict(type="int", default=0),
             master_reserved_bytes=dict(type="int", default=0),
             projection=dict(type="dict"),
+            draft=dict(type="dict"),
             plan=dict(type="dict"),
             load_figures=dict(type="dict"),
         ),
@@ -295,6 +340,7 @@ def main():
                 base_name=gguf.set_base_name(params["path"]))
     if not workers and not params["plan"]:
         module.exit_json(changed=False, model=info, plan=None)
+    draft = None
     if params["plan"]:
         result = params["plan"]
     else:
@@ -307,8 +353,16 @@ def main():
                     started = stack.enter_context(llama_fit.stand_ins(module.run_command, stand_in_program, len(workers)))
                     stand_ins = dict(zip((worker["endpoint"] for worker in workers), started))
                 projector = projector_for(module, params, params["path"], stand_ins)
+                reserved, reserved_what = params["master_reserved_bytes"], "llama-server's prompt cache"
+                if params["draft"]:
+                    draft = draft_share(module, params, context)
+                    reserved_what = ("llama-server's prompt cache %s and the draft model" % human(reserved)
+                                     if reserved else "the draft model")
+                    reserved += draft["bytes"]
                 result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],
-                              params["slots"], projector=projector, master_reserved=params["master_reserved_bytes"])
+                              params["slots"], projector=projector, master_reserved=reserved, reserved_what=reserved_what)
+                if draft:
+                    result["draft"] = draft
         except llama_fit.ProjectionError as error:
             module.fail_json(msg="llama.cpp's projection of the model failed: %s" % error, model=info)
         except (PlanError, ValueError) as error:
@@ -322,7 +376,7 @@ def main():
             module.fail_json(msg="load_figures needs %s (bytes per second)" % ", ".join(missing))
         shares = tensor_cache.assign(tensor_cache.hashed_tensors(model), result)
         load = {state: load_time.for_plan(model, result, shares, figures, state) for state in ("cold", "staged")}
-    module.exit_json(changed=False, model=info, plan=result, load=load)
+    module.exit_json(changed=False, model=info, plan=result, load=load, draft=draft or result.get("draft"))
 
 
 if __name__ == "__main__":

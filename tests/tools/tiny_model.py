@@ -48,7 +48,7 @@ def tensor_shapes(vocab, embd, layers, ff, kv_dim):
     yield "output.weight", (vocab, embd)
 
 
-def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0):
+def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0, vocab=0):
     """A GGUFWriter with the metadata and tokenizer set; returns (writer, vocab size, bos, eos, kv_dim). With
     split_max_size, a multi-part set as llama.cpp's gguf-split writes it (PATH's stem-00001-of-0000N.gguf ...)."""
     head_dim = embd // heads
@@ -64,7 +64,7 @@ def _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size=0):
     writer.add_rope_dimension_count(head_dim)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    vocab, bos, eos = add_tokenizer(writer)
+    vocab, bos, eos = add_tokenizer(writer, vocab)
     return writer, vocab, bos, eos, head_dim * kv_heads
 
 
@@ -101,14 +101,14 @@ GENERATION = 2
 PRINTABLE_BYTES = [0x0A] + list(range(0x20, 0x7F))
 
 
-def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=512, seed=42, split_max_size=0):
+def write_model(path, embd=64, layers=2, ff=128, heads=4, kv_heads=2, context=512, seed=42, split_max_size=0, vocab=0):
     """Random weights, with one steering feature: dimension 0 of every token's embedding is large, so after the last
     norm it is large and positive whatever the text; the output rows of the tokens it must not generate (bytes
     outside PRINTABLE_BYTES, BOS, EOS) weigh it negatively. Their logits sit far below the others', and any sampling
     (greedy or at a temperature) writes readable noise. With split_max_size, the same tensors as a multi-part set:
-    returns its first part."""
+    returns its first part. vocab: that many tokens (add_tokenizer), another vocabulary than the default's."""
     rng = np.random.default_rng(seed)
-    writer, vocab, bos, eos, kv_dim = _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size)
+    writer, vocab, bos, eos, kv_dim = _writer(path, embd, layers, ff, heads, kv_heads, context, split_max_size, vocab)
     unwanted = [token for token in range(256) if token not in PRINTABLE_BYTES] + [bos, eos]
     for name, shape in tensor_shapes(vocab, embd, layers, ff, kv_dim):
         if len(shape) == 1:

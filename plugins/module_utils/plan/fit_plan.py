@@ -89,10 +89,12 @@ def place(shape, gpu_layers, split):
 class Planner:
     """Evaluates choices (slots, -ngl) for one model and cluster; with a projector, through llama.cpp."""
 
-    def __init__(self, shape, context, ubatch, workers, master, fraction, projector=None, master_reserved=0):
+    def __init__(self, shape, context, ubatch, workers, master, fraction, projector=None, master_reserved=0,
+                 reserved_what="llama-server's prompt cache"):
         """context: tokens per slot; workers: [{"endpoint", "free", "total"}] (bytes, from rpc_probe); master: {"free",
         "total"}; projector(endpoints, gpu_layers, tensor_split, context, slots) -> llama_fit.parse()'s dict;
-        master_reserved: bytes the master holds beside the model (llama-server's prompt cache)."""
+        master_reserved: bytes the master holds beside the model (llama-server's prompt cache, a draft model), which
+        reserved_what names in a refusal."""
         if not shape["modelled"] and projector is None:
             raise PlanError(
                 "the collection does not model the caches of architecture %r (it models %s), and planning it as a LLaMA "
@@ -101,6 +103,7 @@ class Planner:
                 "or use a model of a modelled architecture." % (shape["architecture"], ", ".join(sorted(model_arch.FAMILIES))))
         self.shape, self.context, self.ubatch = shape, context, ubatch
         self.fraction, self.projector, self.master_reserved = fraction, projector, master_reserved
+        self.reserved_what = reserved_what
         self.workers = [dict(worker, usable=usable_bytes(worker["free"], worker["total"], fraction)) for worker in workers]
         self.master = dict(master, usable=usable_bytes(master["free"], master["total"], fraction))
         self.projections = 0
@@ -216,7 +219,7 @@ class Planner:
             "quantised) model." % (
                 human(need), human(self.shape["loaded_bytes"]), human(sum(node["kv"] for node in nodes) + master["kv"]),
                 self.context, human(sum(node["compute"] for node in nodes) + master["compute"]),
-                (", llama-server's prompt cache %s" % human(self.master_reserved)) if self.master_reserved else "",
+                (", %s %s" % (self.reserved_what, human(self.master_reserved))) if self.master_reserved else "",
                 human(usable), ", ".join(["%s %s" % (worker["endpoint"], human(worker["usable"])) for worker in self.workers]
                                          + ["master %s" % human(self.master["usable"])]),
                 round(self.fraction * 100)))
@@ -290,6 +293,7 @@ class Planner:
         }
 
 
-def plan(shape, context, ubatch, workers, master, fraction, slots=1, projector=None, master_reserved=0):
+def plan(shape, context, ubatch, workers, master, fraction, slots=1, projector=None, master_reserved=0,
+         reserved_what="llama-server's prompt cache"):
     """The plan for the most slots, then the most layers on the workers, that fits; or PlanError with the numbers."""
-    return Planner(shape, context, ubatch, workers, master, fraction, projector, master_reserved).plan(slots)
+    return Planner(shape, context, ubatch, workers, master, fraction, projector, master_reserved, reserved_what).plan(slots)
