@@ -568,6 +568,27 @@ def test_it_waits_for_every_worker_and_names_those_that_never_answer(monkeypatch
     assert wait_workers.wait([("a", 1), ("c", 3)], 30, accept, lambda: now[0], sleep) == [("c", 3)]
 
 
+def test_a_file_llama_server_loads_that_is_gone_is_named_before_the_wait(tmp_path):
+    """The model and the draft model as the settings name them: one not there is named with its setting and the variable
+    behind it; the script exits 1 at once, the program never started and no worker asked."""
+    model, draft = tmp_path / "model.gguf", tmp_path / "draft.gguf"
+    model.write_bytes(b"GGUF")
+    environ = {"LLAMA_ARG_MODEL": str(model), "LLAMA_ARG_SPEC_DRAFT_MODEL": str(draft)}
+    assert wait_workers.missing_files(environ) == [
+        "%s, the draft model of speculative decoding (LLAMA_ARG_SPEC_DRAFT_MODEL), is not on this host: run "
+        "playbooks/deploy.yml again, which fetches it (rpc_master_spec_draft_src)." % draft]
+    draft.write_bytes(b"GGUF")
+    assert wait_workers.missing_files(environ) == [] == wait_workers.missing_files({"LLAMA_ARG_MODEL": str(model)})
+    script = ROOT / "roles" / "rpc_master" / "files" / "llama-server-wait-workers.py"
+    marker = tmp_path / "started"
+    done = subprocess.run([sys.executable, str(script), "--timeout", "600", "--", "/bin/sh", "-c", "touch %s" % marker],
+                          env={"LLAMA_ARG_MODEL": str(tmp_path / "gone.gguf"), "LLAMA_ARG_RPC": "192.0.2.1:9"},
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 1 and not marker.exists(), done
+    assert done.stdout.startswith("llama-server not started (systemd tries again): %s, the model (LLAMA_ARG_MODEL)"
+                                  % (tmp_path / "gone.gguf")), done.stdout
+
+
 def test_it_becomes_the_program_once_the_workers_accept(tmp_path):
     """A real listening socket for a worker: the script replaces itself with the program (here a shell that writes a
     file); with a worker that refuses, it exits 1 after the bound, the program never started."""

@@ -11,6 +11,8 @@ import os
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import problems as address_problems
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import parse_address
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import whole, number, at_least, in_range, sentences
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_source
 
 
 def rpc_master(settings):
@@ -113,6 +115,8 @@ def rpc_master(settings):
         if server:
             found.append(" ".join(server) + " Or set rpc_master_server_enabled: false.")
 
+    found += speculation(s)
+
     if s["rpc_master_infer"]:
         infer = []
         prompt, prompt_file = s["rpc_master_infer_prompt"], s["rpc_master_infer_prompt_file"]
@@ -126,3 +130,44 @@ def rpc_master(settings):
         if infer:
             found.append("One-shot inference: " + " ".join(infer))
     return sentences(found)
+
+
+def speculation(s):
+    """Speculative decoding's settings: a kind the pinned llama.cpp has, a draft model exactly for the kinds that load
+    one (its source and checksums as the model's, but no S3), draft lengths within the context, llama-server on."""
+    kind = s.get("rpc_master_spec_type", "none")
+    if kind in (None, "", "none"):
+        return []
+    if kind not in speculative.TYPES:
+        return ["rpc_master_spec_type=%s is no kind of speculative decoding llama.cpp has: set it to none (off), one with "
+                "a draft model (%s, with rpc_master_spec_draft_src) or one without (%s)."
+                % (kind, ", ".join(speculative.DRAFT_MODEL_TYPES), ", ".join(speculative.SELF_TYPES))]
+    found = []
+    if not s["rpc_master_server_enabled"]:
+        found.append("rpc_master_spec_type=%s speeds up llama-server, which rpc_master_server_enabled: false leaves out: "
+                     "set rpc_master_spec_type: none, or enable the server." % kind)
+    source = s.get("rpc_master_spec_draft_src") or ""
+    if kind in speculative.DRAFT_MODEL_TYPES:
+        if not source:
+            found.append("rpc_master_spec_type=%s drafts with a model of its own: set rpc_master_spec_draft_src to a small "
+                         "model of the same family (a path on the master or an http(s) URL), or choose a kind that needs "
+                         "none (%s)." % (kind, ", ".join(speculative.SELF_TYPES)))
+        else:
+            draft = model_source.parts(source, s.get("rpc_master_spec_draft_sha256") or "",
+                                       s.get("rpc_master_spec_draft_sha256sums") or "", "", "rpc_master_spec_draft")
+            if draft["kind"] == "s3" or model_source.kind_of(s.get("rpc_master_spec_draft_sha256sums") or "") == "s3":
+                found.append("rpc_master_spec_draft_src: a draft is fetched from a path on the master or an http(s) URL, "
+                             "not from S3: copy it to the master, or give an https URL (an S3 presigned one works).")
+            else:
+                found += draft["problems"]
+    elif source:
+        found.append("rpc_master_spec_draft_src is set, and rpc_master_spec_type=%s drafts without a model: set "
+                     "rpc_master_spec_draft_src: \"\" or a kind with a draft model (%s)."
+                     % (kind, ", ".join(speculative.DRAFT_MODEL_TYPES)))
+    most, least, context = s.get("rpc_master_spec_draft_max"), s.get("rpc_master_spec_draft_min"), whole(s["rpc_master_context_size"])
+    if not at_least(most, 1) or (context and whole(most) >= context):
+        found.append("rpc_master_spec_draft_max=%s: set it from 1 to %s (tokens drafted per step; fewer than the context "
+                     "rpc_master_context_size)." % (most, context - 1 if context else "the context"))
+    elif not in_range(least, 0, whole(most)):
+        found.append("rpc_master_spec_draft_min=%s: set it from 0 to rpc_master_spec_draft_max (%s)." % (least, most))
+    return found

@@ -7,7 +7,8 @@ workers: it aborted, and systemd started it again, once per worker too slow. So 
 to each worker of LLAMA_ARG_RPC (the worker list, from the unit's EnvironmentFile) and closes at once (a worker that
 accepts serves the next client, llama-server), until every one accepts, then replaces itself with llama-server (exec:
 the same process, the same unit). Past --timeout it exits 1, naming the workers that did not answer, and systemd
-starts the unit again later (Restart=always).
+starts the unit again later (Restart=always). Before that, the files llama-server loads (LLAMA_ARG_MODEL, and
+LLAMA_ARG_SPEC_DRAFT_MODEL for speculative decoding) must be there: one that is gone is named, and it exits 1.
 
     python3 llama-server-wait-workers.py --timeout SECONDS -- /path/to/llama-server [ARGS...]
 """
@@ -64,6 +65,22 @@ def wait(workers, timeout, accept=accepts, clock=time.monotonic, sleep=time.slee
         sleep(1)
 
 
+# The files llama-server loads, by the setting that names them and the role variable behind it.
+LOADED_FILES = (("LLAMA_ARG_MODEL", "the model", "rpc_master_model_src"),
+                ("LLAMA_ARG_SPEC_DRAFT_MODEL", "the draft model of speculative decoding", "rpc_master_spec_draft_src"))
+
+
+def missing_files(environ):
+    """One sentence per file llama-server would load and cannot read (empty: all there)."""
+    found = []
+    for setting, what, variable in LOADED_FILES:
+        path = environ.get(setting)
+        if path and not os.access(path, os.R_OK):
+            found.append("%s, %s (%s), is not on this host: run playbooks/deploy.yml again, which fetches it (%s)."
+                         % (path, what, setting, variable))
+    return found
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, required=True)
@@ -72,6 +89,10 @@ def main(argv=None):
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         parser.error("the program to start (llama-server) is missing")
+    gone = missing_files(os.environ)
+    if gone:
+        log("llama-server not started (systemd tries again): " + " ".join(gone))
+        return 1
     try:
         workers = endpoints(os.environ.get("LLAMA_ARG_RPC", ""))
     except ValueError as error:

@@ -92,6 +92,35 @@ MASTER_CASES = {
                                     "rpc_master_infer_prompt_file": "/etc/hostname"},
                                    ["One-shot inference: set exactly one of rpc_master_infer_prompt and "
                                     "rpc_master_infer_prompt_file"]),
+    "an unknown kind of speculative decoding": ({"rpc_master_spec_type": "draft-magic"},
+                                                ["rpc_master_spec_type=draft-magic is no kind of speculative decoding "
+                                                 "llama.cpp has: set it to none (off)", "draft-simple", "ngram-mod"]),
+    "a draft kind without a draft model": ({"rpc_master_spec_type": "draft-simple"},
+                                           ["rpc_master_spec_type=draft-simple drafts with a model of its own: set "
+                                            "rpc_master_spec_draft_src"]),
+    "a draft model beside an n-gram kind": ({"rpc_master_spec_type": "ngram-mod", "rpc_master_spec_draft_src": "/m/d.gguf"},
+                                            ["rpc_master_spec_draft_src is set, and rpc_master_spec_type=ngram-mod drafts "
+                                             "without a model"]),
+    "a draft URL without checksums": ({"rpc_master_spec_type": "draft-simple",
+                                       "rpc_master_spec_draft_src": "https://example.com/d.gguf"},
+                                      ["rpc_master_spec_draft_sha256 (one per part) or rpc_master_spec_draft_sha256sums is "
+                                       "required for a download"]),
+    "a draft source that is no source": ({"rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": "d.gguf"},
+                                         ["rpc_master_spec_draft_src=d.gguf is not a model source"]),
+    "a draft from S3": ({"rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": "s3://bucket/d.gguf",
+                         "rpc_master_spec_draft_sha256": "a" * 64},
+                        ["rpc_master_spec_draft_src: a draft is fetched from a path on the master or an http(s) URL, "
+                         "not from S3"]),
+    "speculation without the server": ({"rpc_master_spec_type": "ngram-simple", "rpc_master_server_enabled": False,
+                                        "api_key_given": False},
+                                       ["rpc_master_spec_type=ngram-simple speeds up llama-server, which "
+                                        "rpc_master_server_enabled: false leaves out"]),
+    "a draft length of 0": ({"rpc_master_spec_type": "ngram-simple", "rpc_master_spec_draft_max": 0},
+                            ["rpc_master_spec_draft_max=0: set it from 1 to 4095 (tokens drafted per step"]),
+    "a draft length of the whole context": ({"rpc_master_spec_type": "ngram-simple", "rpc_master_spec_draft_max": 4096},
+                                            ["rpc_master_spec_draft_max=4096: set it from 1 to 4095"]),
+    "a shortest draft above the longest": ({"rpc_master_spec_type": "ngram-simple", "rpc_master_spec_draft_min": 5},
+                                           ["rpc_master_spec_draft_min=5: set it from 0 to rpc_master_spec_draft_max (3)."]),
     "infer tokens of 0": ({"rpc_master_infer": True, "rpc_master_infer_prompt": "Hi", "rpc_master_infer_tokens": 0},
                           ["One-shot inference: rpc_master_infer_tokens=0: set it to 1 or more."]),
 }
@@ -104,6 +133,12 @@ def test_rpc_master_defaults_pass():
     assert refusals("rpc_master", MASTER, {"rpc_master_infer": True, "rpc_master_infer_prompt_file": "/etc/hostname"}) == []
     assert refusals("rpc_master", MASTER, {"rpc_master_idle_stop_minutes": "0.25", "idle_stop_driver": "aws",
                                            "idle_stop_region": "eu-west-1"}) == []
+    assert refusals("rpc_master", MASTER, {"rpc_master_spec_type": "draft-simple",
+                                           "rpc_master_spec_draft_src": "https://example.com/d-00001-of-00002.gguf",
+                                           "rpc_master_spec_draft_sha256sums": "https://example.com/SHA256SUMS",
+                                           "rpc_master_spec_draft_max": 16, "rpc_master_spec_draft_min": 2}) == []
+    assert refusals("rpc_master", MASTER, {"rpc_master_spec_type": "ngram-mod", "rpc_master_context_size": 0,
+                                           "rpc_master_spec_draft_max": 64}) == []
     # without llama-server, its settings are not asked for (the one-shot inference stands alone)
     assert refusals("rpc_master", MASTER, {"rpc_master_server_enabled": False, "api_key_given": False,
                                            "server_address": "0.0.0.0", "rpc_master_watchdog_interval": 0}) == []
