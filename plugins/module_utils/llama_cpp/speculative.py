@@ -51,8 +51,8 @@ def vocab_problem(model, draft, model_name="the model", draft_name="the draft"):
             return "%s %s a %s token and %s %s" % (model_name, "adds" if add else "adds no", special.upper(), draft_name,
                                                    "does" if draft_add else "does not")
         if (add is None or add) and model.get(id_key) != draft.get(id_key):
-            return "their %s tokens differ (%s in %s, %s in %s)" % (special.upper(), model.get(id_key), model_name,
-                                                                   draft.get(id_key), draft_name)
+            return "their %s tokens differ (%s in %s, %s in %s)" % (
+                special.upper(), model.get(id_key), model_name, draft.get(id_key), draft_name)
     tokens, draft_tokens = model.get(TOKENS_KEY), draft.get(TOKENS_KEY)
     if not isinstance(tokens, list) or not isinstance(draft_tokens, list):
         return "%s has no token list" % (model_name if not isinstance(tokens, list) else draft_name)

@@ -132,8 +132,9 @@ def _check_tensor(path, tensor):
 
 def read_header(path, whole_arrays=()):
     """One GGUF file (the metadata arrays named in whole_arrays kept whole: a vocabulary's tokens). Returns {"version",
-    "metadata", "tensors": [{name, shape, type, offset, size, bytes, path, file_offset}], "data_offset", "file_size"}: offset is relative to the data section, file_offset to the file's
-    start, bytes is data_bytes, size runs to the next tensor (padding included)."""
+    "metadata", "tensors": [{name, shape, type, offset, size, bytes, path, file_offset}], "data_offset", "file_size"}:
+    offset is relative to the data section, file_offset to the file's start, bytes is data_bytes, size runs to the next
+    tensor (padding included)."""
     path = os.fspath(path)
     file_size = os.path.getsize(path)
     with open(path, "rb") as handle:

@@ -62,9 +62,10 @@ def part_name(prefix, number, count):
 
 def parts(source, sha256="", sha256sums="", name="", variables="rpc_master_model"):
     """The parts of a model source, its checksums' variables named variables_src, variables_sha256, ... in the messages
-    (rpc_master_model, or rpc_master_spec_draft for the draft model). {"kind", "parts": [{"number", "src", "name" (published), "file" (on the master), "sha256", and for a path
-    "dest"}], "model_path" (what llama.cpp loads: a path's first part; empty for a download, whose release names it),
-    "base_name", "checksums" ("sha256", "sha256sums" or "none"), "problems": [...]}."""
+    (rpc_master_model, or rpc_master_spec_draft for the draft model). {"kind", "parts": [{"number", "src", "name"
+    (published), "file" (on the master), "sha256", and for a path "dest"}], "model_path" (what llama.cpp loads: a path's
+    first part; empty for a download, whose release names it), "base_name", "checksums" ("sha256", "sha256sums" or
+    "none"), "problems": [...]}."""
     problems = []
     listed = isinstance(source, list)
     sources = list(source) if listed else [source]
