@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.conftest import (SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_SOURCE, SMALL_WAKE_PORT,
                                         SMALL_WORKER, ROOT, serve_model_source)
-from tests.tools import containers, llama_cpp
+from tests.tools import containers, llama_cpp, tiny_model
 
 sh = containers.sh
 PROMPT = "Once upon a time"
@@ -281,6 +281,84 @@ def test_an_update_that_fails_leaves_the_served_model_as_it_was(in_use):
                          "no space left in /var/lib/llama-models/.incoming/tiny-", "the next run resumes")
     finally:
         containers.sh(master, f"umount {MODELS}/.incoming")
+
+
+SPECULATIVE = dict(GREEDY, n_predict=48)
+
+
+def metric(text, name):
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
+
+
+def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use, tmp_path):
+    """With greedy sampling, the text with speculation equals the text without, through the worker: a draft fetched as a
+    release of its own (the served set itself, with the model's token and checksum file, so most drafts are accepted), then
+    an n-gram kind with no draft. The drafts' counters reach /metrics. On the server now speculating: a draft of another
+    vocabulary is refused before any change (llama-server would drop it and serve without speculation), naming the
+    difference."""
+    master = in_use.master
+    status, answer = server(master, "/completion", body=SPECULATIVE)
+    assert status == 200, answer
+    plain = json.loads(answer)["content"]
+
+    drafted = update(in_use.directory, master=master, extra={
+        "rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": SMALL_SOURCE + "/tiny-00001-of-00003.gguf",
+        "rpc_master_spec_draft_sha256sums": SMALL_SOURCE + "/SHA256SUMS", "rpc_master_spec_draft_max": 4})
+    assert drafted.returncode == 0, drafted.stdout[-3000:]
+    env = containers.checked_sh(master, "cat /etc/llama-rpc/server.env")
+    assert "LLAMA_ARG_SPEC_TYPE=draft-simple" in env and "LLAMA_ARG_N_GPU_LAYERS_DRAFT=0" in env, env
+    draft_path = re.search(r"^LLAMA_ARG_SPEC_DRAFT_MODEL=(\S+)$", env, re.M).group(1)
+    assert draft_path.startswith(MODELS + "/drafts/tiny-") and draft_path.endswith("/tiny-00001-of-00003.gguf"), draft_path
+    state = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))
+    assert state["plan"]["draft"]["bytes"] > 0 and state["plan"]["master"]["reserved_bytes"] >= state["plan"]["draft"]["bytes"]
+    status, answer = server(master, "/completion", body=SPECULATIVE)
+    assert status == 200, answer
+    assert json.loads(answer)["content"] == plain
+    status, metrics = server(master, "/metrics")
+    assert status == 200, metrics
+    assert metric(metrics, "llamacpp:spec_decode_num_draft_tokens_total") > 0, metrics
+    assert metric(metrics, "llamacpp:spec_decode_num_accepted_tokens_total") > 0, metrics
+
+    foreign = tiny_model.write_model(tmp_path / "other-vocab.gguf", vocab=400)
+    containers.checked_sh(master, "mkdir -p /srv/drafts")
+    master.put_archive("/srv/drafts", containers.tar_of(foreign))
+    pid, files = server_pid(master), served_files(master)
+    refused = update(in_use.directory, master=master, extra={
+        "rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": "/srv/drafts/other-vocab.gguf"})
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "the draft model cannot draft for the model: their EOS tokens differ (261 in the " \
+        "model (tiny), 399 in the draft (other-vocab))" in output and "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+    assert server_pid(master) == pid and containers.checked_sh(master, "cat /etc/llama-rpc/server.env") == env
+    assert served_files(master) == files
+
+    # the draft lost from disk after the deploy: the start names it (llama-server would fail and start again without end)
+    assert playbook(in_use.directory, "stop.yml").returncode == 0
+    containers.checked_sh(master, f"mv {draft_path} {draft_path}.gone")
+    try:
+        lost = playbook(in_use.directory, "start.yml")
+        output = lost.stdout + lost.stderr
+        assert lost.returncode != 0 and f"llama-server cannot start on {SMALL_MASTER}: the draft model of speculative " \
+            f"decoding {draft_path} is no longer on the master. Run playbooks/deploy.yml, which fetches it again (or set " \
+            "rpc_master_spec_type: none)." in " ".join(output.split()), output[-3000:]
+        assert containers.sh(master, "systemctl is-active llama-server")[1].strip() != "active"
+        journal = containers.checked_sh(master, "journalctl -u llama-server --no-pager -o cat")
+        assert f"llama-server not started (systemd tries again): {draft_path}, the draft model" in journal, journal[-2000:]
+    finally:
+        containers.checked_sh(master, f"mv {draft_path}.gone {draft_path}")
+
+    ngram = update(in_use.directory, master=master, extra={"rpc_master_spec_type": "ngram-simple"})
+    assert ngram.returncode == 0, ngram.stdout[-3000:]
+    status, answer = server(master, "/completion", body=SPECULATIVE)
+    assert status == 200 and json.loads(answer)["content"] == plain, answer
+
+    back = update(in_use.directory, master=master, extra={})
+    assert back.returncode == 0 and "LLAMA_ARG_SPEC" not in containers.checked_sh(master, "cat /etc/llama-rpc/server.env")
+    assert greedy(master) == in_use.answer
+    # The draft's release linked the served parts (the same bytes, verified): their status change had the tensor record
+    # written again, with the same content. Every file's bytes are as they were; the later cases start from here.
+    after = served_files(master)
+    assert {path: found[1:] for path, found in after.items()} == {path: found[1:] for path, found in in_use.files.items()}
+    in_use.files = after
 
 
 def downloading(master):
