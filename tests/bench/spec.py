@@ -1,0 +1,251 @@
+"""Benchmark: where speculative decoding pays, as a function of its acceptance, through RPC workers.
+
+llama-server from the role's build for this machine, with a model of a few hundred MB made here (its weights random, so
+real drafts would all be rejected) and a small draft of the same vocabulary, on the master alone and over one and two
+ggml-rpc-server workers on loopback. The acceptance is fixed with llama.cpp's benchmarking switch --spec-synth-len L (the
+mean tokens per verification step, the target's own included): the draft still runs, the model still checks every draft
+in one step, only the verdict is drawn at random (the text is not valid, the timing is). Side by side in one run:
+
+1. generation tokens/s without speculation and at L = 1.5, 2, 3, 4, for 0, 1 and 2 workers, median of --rounds;
+2. the gain (tokens/s with / without) against L as a table and a chart;
+3. the round trip's share of a token's time: 1 - (master alone's time per token) / (the cluster's), without speculation;
+4. one concurrency level beside it: --clients streams at once, without speculation and at L = 3 (aggregate tokens/s).
+
+On this machine the "workers" share the master's cores and memory: the round trips are loopback ones, the compute is
+not spread. The AWS prediction built on these ratios is in docs/performance.md. Prints, writes JSON; asserts nothing.
+
+    python -m tests.bench.spec [--rounds 3] [--tokens 128] [--layers 8] [--embd 1024] [--clients 4]
+
+Run through `make bench-spec`.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.tools import llama_cpp, tiny_model
+
+LENGTHS = [1.5, 2.0, 3.0, 4.0]
+DRAFT_MAX = 4  # --spec-synth-len takes 1 to DRAFT_MAX + 1
+PROMPT = "The cluster answers the question about speculative decoding with"
+
+
+def start_workers(bin_dir, count):
+    processes, endpoints = [], []
+    for _index in range(count):
+        port = llama_cpp.free_port()
+        process = subprocess.Popen([str(bin_dir / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        llama_cpp.wait_for_port(port, process)
+        processes.append(process)
+        endpoints.append(f"127.0.0.1:{port}")
+    return processes, endpoints
+
+
+def post(port, body, timeout=600):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        return json.loads(answer.read())
+
+
+class Server:
+    """llama-server over the given workers, with or without speculation at a synthetic acceptance length."""
+
+    def __init__(self, bin_dir, model, draft, endpoints, length, slots, log):
+        self.port = llama_cpp.free_port()
+        argv = [str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+                "-c", str(2048 * slots), "-np", str(slots), "-fit", "off", "--metrics"]
+        if endpoints:
+            argv += ["--rpc", ",".join(endpoints), "-ngl", "999"]
+        if length:
+            argv += ["--spec-type", "draft-simple", "-md", str(draft), "--spec-draft-ngl", "0",
+                     "--spec-draft-n-max", str(DRAFT_MAX), "--spec-synth-len", str(length)]
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("llama-server exited: " + " ".join(argv))
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError("llama-server did not load the model")
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+    def generate(self, tokens, seed):
+        body = {"prompt": PROMPT, "n_predict": tokens, "temperature": 0, "cache_prompt": False, "seed": seed,
+                "ignore_eos": True}
+        answer = post(self.port, body)
+        timings = answer["timings"]
+        accepted, drafted = timings.get("draft_n_accepted", 0), timings.get("draft_n", 0)
+        return {"tokens_per_second": timings["predicted_per_second"], "ms_per_token": timings["predicted_per_token_ms"],
+                "drafted": drafted, "accepted": accepted}
+
+    def acceptance_length(self):
+        """1 + accepted / verification steps, from llama-server's /metrics (1.0 without speculation)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        counters = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                    if line.startswith("llamacpp:spec_decode_num_")}
+        steps = counters.get("llamacpp:spec_decode_num_drafts_total", 0)
+        return round(1 + counters.get("llamacpp:spec_decode_num_accepted_tokens_total", 0) / steps, 2) if steps else 1.0
+
+    def concurrent(self, clients, tokens):
+        results, started = [], time.monotonic()
+
+        def one(seed):
+            results.append(self.generate(tokens, seed))
+        threads = [threading.Thread(target=one, args=(seed,)) for seed in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return clients * tokens / (time.monotonic() - started)
+
+
+# The AWS prediction's sourced inputs (docs/performance.md cites each): the README's Llama 3.1 70B Q4_0 (37.2 GiB) at
+# 1.75 tokens/s on its three Graviton instances (the project's own figure for that cluster, issue 76), a Llama 3.2 1B draft
+# (1.24 B weights, from its config.json) in Q4_0 (18 bytes per 32 weights, ggml's block_q4_0), and the acceptance
+# lengths published for draft pairs in llama.cpp's own threads.
+AWS_TOKENS_PER_SECOND = 1.75
+AWS_MODEL_BYTES = 37.2 * 2**30
+AWS_DRAFT_BYTES = 1.24e9 * 18 / 32
+AWS_CASES = [
+    ("Llama 3.2 1B draft, L = 4.58 (Llama 3.1 8B + 3.2 1B, llama.cpp #5877)", 4.58, True),
+    ("Llama 3.2 1B draft, L = 1.57 (Llama 2 70B + 7B, CPU, llama.cpp #2926)", 1.57, True),
+    ("ngram-mod on code edits, L = 1.59 (llama.cpp #22168)", 1.59, False),
+]
+
+
+def aws_prediction(step_ratio, draft_max=DRAFT_MAX):
+    """Tokens/s of the README's 70B with speculation: a step verifies draft_max + 1 tokens at step_ratio times one
+    token's step (measured here), plus draft_max draft tokens read at the rate the cluster's own step reads its weights
+    (each node reads its share in turn: the whole model in one step's time, a lower bound on the master's rate)."""
+    step = 1 / AWS_TOKENS_PER_SECOND
+    draft_token = AWS_DRAFT_BYTES / (AWS_MODEL_BYTES / step)
+    rows = []
+    for name, length, with_draft in AWS_CASES:
+        seconds = step * step_ratio + (draft_max * draft_token if with_draft else 0)
+        rows.append((name, length, length / seconds, length / seconds / AWS_TOKENS_PER_SECOND))
+    return draft_token, rows
+
+
+def chart(rows, width=40):
+    """The gain against L, one bar per (workers, L)."""
+    top = max(row["gain"] for row in rows)
+    lines = []
+    for row in rows:
+        drawn = "#" * max(1, round(width * row["gain"] / top))
+        lines.append("  %d worker(s) L=%-4s %-*s %.2fx" % (row["workers"], row["length"], width, drawn, row["gain"]))
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--embd", type=int, default=1024)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bench-spec.json"))
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-spec-"))
+    (work / "build").mkdir()
+    bin_dir = llama_cpp.role_build(work / "build")
+    model = tiny_model.write_model(work / "model.gguf", embd=args.embd, layers=args.layers, ff=args.embd * 11 // 4,
+                                   heads=max(4, args.embd // 128), kv_heads=max(2, args.embd // 512), context=4096)
+    draft = tiny_model.write_model(work / "draft.gguf", embd=64, layers=1, ff=128, seed=7, context=4096)
+    print(f"model {model.stat().st_size / 1e6:.0f} MB, draft {draft.stat().st_size / 1e6:.1f} MB, "
+          f"{args.tokens} tokens per request, median of {args.rounds}")
+
+    measured = {}
+    log = open(work / "llama-server.log", "w")
+    for workers in (0, 1, 2):
+        processes, endpoints = start_workers(bin_dir, workers)
+        try:
+            for length in [None] + LENGTHS:
+                server = Server(bin_dir, model, draft, endpoints, length, 1, log)
+                try:
+                    server.generate(16, 0)  # warm: the first request pays for the caches
+                    runs = [server.generate(args.tokens, seed) for seed in range(args.rounds)]
+                    length_seen = server.acceptance_length()
+                finally:
+                    server.stop()
+                figures = {"tokens_per_second": statistics.median(run["tokens_per_second"] for run in runs),
+                           "ms_per_token": statistics.median(run["ms_per_token"] for run in runs),
+                           "drafted": sum(run["drafted"] for run in runs), "accepted": sum(run["accepted"] for run in runs)}
+                figures["measured_length"] = length_seen
+                measured[(workers, length)] = figures
+                print(f"  {workers} worker(s), L={length or '-':<4} {figures['tokens_per_second']:7.1f} tokens/s "
+                      f"(measured L {figures['measured_length']})", flush=True)
+            concurrency = {}
+            for length in (None, 3.0):
+                server = Server(bin_dir, model, draft, endpoints, length, args.clients, log)
+                try:
+                    server.generate(16, 0)
+                    concurrency[length] = statistics.median(server.concurrent(args.clients, args.tokens)
+                                                            for _round in range(args.rounds))
+                finally:
+                    server.stop()
+            measured[(workers, "clients")] = concurrency
+        finally:
+            for process in processes:
+                process.terminate()
+                process.wait(timeout=30)
+
+    rows = []
+    print("\n| workers | round trip's share of a token | no speculation tokens/s | " + " | ".join(
+        f"L={length}" for length in LENGTHS) + f" | {args.clients} clients, none -> L=3 |")
+    print("|---:|---:|---:|" + "---:|" * len(LENGTHS) + "---:|")
+    alone = measured[(0, None)]["ms_per_token"]
+    for workers in (0, 1, 2):
+        base = measured[(workers, None)]
+        share = 1 - alone / base["ms_per_token"] if workers else 0.0
+        cells = []
+        for length in LENGTHS:
+            gain = measured[(workers, length)]["tokens_per_second"] / base["tokens_per_second"]
+            rows.append({"workers": workers, "length": length, "gain": round(gain, 3),
+                         "tokens_per_second": round(measured[(workers, length)]["tokens_per_second"], 2),
+                         "measured_length": measured[(workers, length)]["measured_length"]})
+            cells.append(f"{gain:.2f}x")
+        clients = measured[(workers, "clients")]
+        print(f"| {workers} | {share:.0%} | {base['tokens_per_second']:.1f} | " + " | ".join(cells)
+              + f" | {clients[None]:.1f} -> {clients[3.0]:.1f} ({clients[3.0] / clients[None]:.2f}x) |")
+        for row in rows[-len(LENGTHS):]:
+            row["round_trip_share"] = round(share, 3)
+    print("\nGain (tokens/s with speculation / without) against the acceptance length L:")
+    print(chart(rows))
+    # a verification step's cost against one token's, through two workers: L tokens per step at gain x the tokens/s
+    step_ratio = statistics.median(row["measured_length"] / row["gain"] for row in rows if row["workers"] == 2)
+    draft_token, predicted = aws_prediction(step_ratio)
+    print(f"\nA step that checks {DRAFT_MAX + 1} tokens costs {step_ratio:.2f}x one token's through two workers (measured "
+          f"here). Predicted for the README's 70B at {AWS_TOKENS_PER_SECOND} tokens/s, the draft {draft_token * 1000:.0f} "
+          f"ms a token on the master:")
+    for name, length, tokens_per_second, gain in predicted:
+        print(f"  {name}: {tokens_per_second:.2f} tokens/s ({gain:.2f}x)")
+    Path(args.out).write_text(json.dumps({"rows": rows, "clients": args.clients, "tokens": args.tokens,
+                                          "step_ratio": step_ratio,
+                                          "aws": [dict(zip(("case", "length", "tokens_per_second", "gain"), row))
+                                                  for row in predicted],
+                                          "model_bytes": model.stat().st_size,
+                                          "concurrency": {str(workers): {str(length): value for length, value in
+                                                                         measured[(workers, "clients")].items()}
+                                                          for workers in (0, 1, 2)}}, indent=2))
+    print(f"\nJSON: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
