@@ -311,6 +311,7 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use,
     assert draft_path.startswith(MODELS + "/drafts/tiny-") and draft_path.endswith("/tiny-00001-of-00003.gguf"), draft_path
     state = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))
     assert state["plan"]["draft"]["bytes"] > 0 and state["plan"]["master"]["reserved_bytes"] >= state["plan"]["draft"]["bytes"]
+    assert "and the draft model of speculative decoding, " in drafted.stdout and " MiB of the master's share (" in drafted.stdout
     status, answer = server(master, "/completion", body=SPECULATIVE)
     assert status == 200, answer
     assert json.loads(answer)["content"] == plain
@@ -330,6 +331,15 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use,
         "model (tiny), 399 in the draft (other-vocab))" in output and "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
     assert server_pid(master) == pid and containers.checked_sh(master, "cat /etc/llama-rpc/server.env") == env
     assert served_files(master) == files
+
+    gone = update(in_use.directory, master=master, extra={
+        "rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": SMALL_SOURCE + "/no-such-draft.gguf",
+        "rpc_master_spec_draft_sha256": "c" * 64})
+    output = " ".join((gone.stdout + gone.stderr).split())
+    assert gone.returncode != 0 and "The draft model (%s/no-such-draft.gguf) is not on %s" % (SMALL_SOURCE, SMALL_MASTER) \
+        in output and "is not at its source (HTTP 404): check rpc_master_spec_draft_src" in output \
+        and "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+    assert server_pid(master) == pid and served_files(master) == files
 
     # the draft lost from disk after the deploy: the start names it (llama-server would fail and start again without end)
     assert playbook(in_use.directory, "stop.yml").returncode == 0
