@@ -96,3 +96,19 @@ def test_model_larger_than_the_cluster_fails_with_numbers(huge):
     message = str(error.value)
     assert "does not fit" in message and "weights 255.02 GiB" in message and "54.00 GiB" in message
     assert "10.0.0.1:50052 18.00 GiB" in message
+
+
+def test_what_the_master_holds_beside_the_model_is_counted_and_named(huge, tiny):
+    """The master's reserve (the prompt cache, a draft model) is in its need and named in a refusal; a reserve the
+    master has no room for is refused though the workers would hold the model."""
+    shape = shape_of(huge)
+    with pytest.raises(fit_plan.PlanError) as error:
+        fit_plan.plan(shape, 4096, 512, workers(20, 20), {"free": 20 * GIB, "total": 24 * GIB}, 0.75,
+                      master_reserved=3 * GIB, reserved_what="llama-server's prompt cache 2.00 GiB and the draft model")
+    assert ", llama-server's prompt cache 2.00 GiB and the draft model 3.00 GiB)" in str(error.value)
+    small = shape_of(tiny)
+    planned = fit_plan.plan(small, 512, 512, workers(20), {"free": 20 * GIB, "total": 24 * GIB}, 0.75,
+                            master_reserved=GIB)
+    assert planned["master"]["reserved_bytes"] == GIB and planned["master"]["need_bytes"] > GIB
+    with pytest.raises(fit_plan.PlanError):
+        fit_plan.plan(small, 512, 512, workers(20), {"free": 20 * GIB, "total": 24 * GIB}, 0.75, master_reserved=19 * GIB)
