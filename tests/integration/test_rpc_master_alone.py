@@ -293,9 +293,27 @@ def metric(text, name):
 def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use, tmp_path):
     """With greedy sampling, the text with speculation equals the text without, through the worker: a draft fetched as a
     release of its own (the served set itself, with the model's token and checksum file, so most drafts are accepted), then
-    an n-gram kind with no draft. The drafts' counters reach /metrics. On the server now speculating: a draft of another
-    vocabulary is refused before any change (llama-server would drop it and serve without speculation), naming the
-    difference."""
+    an n-gram kind with no draft. The drafts' counters reach /metrics. On the server now speculating, each refused before
+    any change: a draft of another vocabulary (llama-server would drop it and serve without speculation), named with the
+    difference, and a draft URL that fails, named with the draft's variables. A draft lost from disk after the deploy is
+    named by the start and by llama-server's start script."""
+    try:
+        speculation_cases(in_use, tmp_path)
+    finally:
+        # back to no speculation whatever failed above: the later cases start from the model served without it
+        back = update(in_use.directory, master=in_use.master, extra={})
+    assert back.returncode == 0, back.stdout[-3000:]
+    assert "LLAMA_ARG_SPEC" not in containers.checked_sh(in_use.master, "cat /etc/llama-rpc/server.env")
+    assert greedy(in_use.master) == in_use.answer
+    # The draft's release linked the served parts (the same bytes, verified): their status change had the tensor record
+    # written again, with the same content. Every file's bytes are as they were; the later cases start from here.
+    after = served_files(in_use.master)
+    assert {path: found[1:] for path, found in after.items()} == {path: found[1:] for path, found in in_use.files.items()}
+    in_use.files = after
+
+
+def speculation_cases(in_use, tmp_path):
+    """The cases of the test above, in the order they run on the server in use."""
     master = in_use.master
     status, answer = server(master, "/completion", body=SPECULATIVE)
     assert status == 200, answer
@@ -360,15 +378,6 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use,
     assert ngram.returncode == 0, ngram.stdout[-3000:]
     status, answer = server(master, "/completion", body=SPECULATIVE)
     assert status == 200 and json.loads(answer)["content"] == plain, answer
-
-    back = update(in_use.directory, master=master, extra={})
-    assert back.returncode == 0 and "LLAMA_ARG_SPEC" not in containers.checked_sh(master, "cat /etc/llama-rpc/server.env")
-    assert greedy(master) == in_use.answer
-    # The draft's release linked the served parts (the same bytes, verified): their status change had the tensor record
-    # written again, with the same content. Every file's bytes are as they were; the later cases start from here.
-    after = served_files(master)
-    assert {path: found[1:] for path, found in after.items()} == {path: found[1:] for path, found in in_use.files.items()}
-    in_use.files = after
 
 
 def downloading(master):
