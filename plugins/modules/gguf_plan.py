@@ -264,19 +264,18 @@ def projector_for(module, params, model_path, stand_ins=None):
     return project
 
 
-def draft_share(module, params, context):
+def draft_share(module, params, context, model_metadata):
     """The draft model's projection on the master alone ({path, bytes, model, context, compute}) for context tokens per
-    slot (llama-server gives the draft the model's context), after its vocabulary is checked against the model's; raises
-    PlanError naming what to change."""
+    slot (llama-server gives the draft the model's context), after its vocabulary is checked against the model's (its
+    header's metadata, the tokens kept whole); raises PlanError naming what to change."""
     path = params["draft"].get("path") or ""
     if not params["projection"]:
         raise PlanError("a draft model is planned with llama.cpp's projection: give projection")
     try:
         draft = gguf.read_model(path, whole_arrays=(speculative.TOKENS_KEY,))
-        tokens = gguf.read_header(params["path"], whole_arrays=(speculative.TOKENS_KEY,))["metadata"]
     except (OSError, gguf.GGUFError) as error:
         raise PlanError("cannot read the draft model: %s" % error)
-    problem = speculative.vocab_problem(tokens, draft["metadata"], "the model (%s)" % gguf.set_base_name(params["path"]),
+    problem = speculative.vocab_problem(model_metadata, draft["metadata"], "the model (%s)" % gguf.set_base_name(params["path"]),
                                         "the draft (%s)" % gguf.set_base_name(path))
     if problem:
         raise PlanError("the draft model cannot draft for the model: %s (llama-server would drop it and serve without "
@@ -324,7 +323,8 @@ def main():
     except ValueError as error:
         module.fail_json(msg=str(error))
     try:
-        model = gguf.read_model(params["path"])
+        # a draft's vocabulary is compared with the model's tokens: read whole only then
+        model = gguf.read_model(params["path"], whole_arrays=(speculative.TOKENS_KEY,) if params["draft"] else ())
         shape = model_arch.shape(model)
     except (OSError, gguf.GGUFError, model_arch.ArchError) as error:
         # the hint about other formats follows only a file that is no GGUF at all: a set's parts that do not belong
@@ -340,7 +340,6 @@ def main():
                 base_name=gguf.set_base_name(params["path"]))
     if not workers and not params["plan"]:
         module.exit_json(changed=False, model=info, plan=None)
-    draft = None
     if params["plan"]:
         result = params["plan"]
     else:
@@ -353,9 +352,9 @@ def main():
                     started = stack.enter_context(llama_fit.stand_ins(module.run_command, stand_in_program, len(workers)))
                     stand_ins = dict(zip((worker["endpoint"] for worker in workers), started))
                 projector = projector_for(module, params, params["path"], stand_ins)
-                reserved, reserved_what = params["master_reserved_bytes"], "llama-server's prompt cache"
+                reserved, reserved_what, draft = params["master_reserved_bytes"], "llama-server's prompt cache", None
                 if params["draft"]:
-                    draft = draft_share(module, params, context)
+                    draft = draft_share(module, params, context, model["metadata"])
                     reserved_what = ("llama-server's prompt cache %s and the draft model" % human(reserved)
                                      if reserved else "the draft model")
                     reserved += draft["bytes"]
@@ -376,7 +375,7 @@ def main():
             module.fail_json(msg="load_figures needs %s (bytes per second)" % ", ".join(missing))
         shares = tensor_cache.assign(tensor_cache.hashed_tensors(model), result)
         load = {state: load_time.for_plan(model, result, shares, figures, state) for state in ("cold", "staged")}
-    module.exit_json(changed=False, model=info, plan=result, load=load, draft=draft or result.get("draft"))
+    module.exit_json(changed=False, model=info, plan=result, load=load, draft=result.get("draft"))
 
 
 if __name__ == "__main__":
