@@ -22,15 +22,6 @@ VOCAB_CHECK_START_TOKEN_ID = 5
 TOKENS_KEY = "tokenizer.ggml.tokens"
 
 
-def help_types(help_text):
-    """The kinds a llama-server's --help lists after --spec-type (empty: a build without speculative decoding)."""
-    for line in help_text.splitlines():
-        words = line.split()
-        if words and words[0].rstrip(",") == "--spec-type" and len(words) > 1:
-            return [kind for kind in words[1].split(",") if kind]
-    return []
-
-
 def vocab_problem(model, draft, model_name="the model", draft_name="the draft"):
     """None when llama-server would accept draft's vocabulary beside model's, else why not (one sentence). model and
     draft are the headers' metadata, each with its token texts whole (TOKENS_KEY). A file that leaves adding BOS or
