@@ -2,10 +2,15 @@
 metadata, and on real files read with the tokens kept whole. Against llama-server's own verdict on the same pairs:
 tests/integration/test_speculative.py."""
 
+from pathlib import Path
+
 import pytest
+import yaml
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
 from tests.tools import tiny_model
+
+ROOT = Path(__file__).resolve().parents[5]
 
 TOKENS = ["<unk>", "<s>", "</s>", "a", "b"] + ["t%d" % index for index in range(300)]
 VOCAB = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2", speculative.TOKENS_KEY: TOKENS,
@@ -53,9 +58,16 @@ def test_what_llama_server_accepts_passes():
     assert speculative.vocab_problem(VOCAB, with_changes(eos_token_id=9)) is None
 
 
-def test_the_kinds_are_llama_cpps():
+def test_the_kinds_are_llama_cpps_and_the_role_names_the_same():
+    """The role keeps the kinds twice, where Jinja reads them: the argument spec's choices and the kinds that load a
+    draft model (vars/main.yml). Both follow this module's lists."""
     assert set(speculative.DRAFT_MODEL_TYPES) | set(speculative.SELF_TYPES) | {"none"} == set(speculative.TYPES)
     assert not set(speculative.DRAFT_MODEL_TYPES) & set(speculative.SELF_TYPES)
+    role = ROOT / "roles" / "rpc_master"
+    options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    assert options["rpc_master_spec_type"]["choices"] == list(speculative.TYPES)
+    assert yaml.safe_load((role / "vars" / "main.yml").read_text())["_rpc_master_spec_draft_kinds"] == list(
+        speculative.DRAFT_MODEL_TYPES)
 
 
 def test_files_read_with_their_tokens_whole(tmp_path):
