@@ -36,18 +36,6 @@ DRAFT_MAX = 4  # --spec-synth-len takes 1 to DRAFT_MAX + 1
 PROMPT = "The cluster answers the question about speculative decoding with"
 
 
-def start_workers(bin_dir, count):
-    processes, endpoints = [], []
-    for _index in range(count):
-        port = llama_cpp.free_port()
-        process = subprocess.Popen([str(bin_dir / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        llama_cpp.wait_for_port(port, process)
-        processes.append(process)
-        endpoints.append(f"127.0.0.1:{port}")
-    return processes, endpoints
-
-
 def post(port, body, timeout=600):
     request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -68,17 +56,8 @@ class Server:
             argv += ["--spec-type", "draft-simple", "-md", str(draft), "--spec-draft-ngl", "0",
                      "--spec-draft-n-max", str(DRAFT_MAX), "--spec-synth-len", str(length)]
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("llama-server exited: " + " ".join(argv))
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError("llama-server did not load the model")
+        if not llama_cpp.wait_for_health(self.port, self.process):
+            raise RuntimeError("llama-server exited: " + " ".join(argv))
 
     def stop(self):
         self.process.terminate()
@@ -87,11 +66,8 @@ class Server:
     def generate(self, tokens, seed):
         body = {"prompt": PROMPT, "n_predict": tokens, "temperature": 0, "cache_prompt": False, "seed": seed,
                 "ignore_eos": True}
-        answer = post(self.port, body)
-        timings = answer["timings"]
-        accepted, drafted = timings.get("draft_n_accepted", 0), timings.get("draft_n", 0)
-        return {"tokens_per_second": timings["predicted_per_second"], "ms_per_token": timings["predicted_per_token_ms"],
-                "drafted": drafted, "accepted": accepted}
+        timings = post(self.port, body)["timings"]
+        return {"tokens_per_second": timings["predicted_per_second"], "ms_per_token": timings["predicted_per_token_ms"]}
 
     def acceptance_length(self):
         """1 + accepted / verification steps, from llama-server's /metrics (1.0 without speculation)."""
@@ -174,8 +150,7 @@ def main():
     measured = {}
     log = open(work / "llama-server.log", "w")
     for workers in (0, 1, 2):
-        processes, endpoints = start_workers(bin_dir, workers)
-        try:
+        with llama_cpp.loopback_workers(bin_dir, workers) as endpoints:
             for length in [None] + LENGTHS:
                 server = Server(bin_dir, model, draft, endpoints, length, 1, log)
                 try:
@@ -186,8 +161,7 @@ def main():
                     server.stop()
                 figures = {"tokens_per_second": statistics.median(run["tokens_per_second"] for run in runs),
                            "ms_per_token": statistics.median(run["ms_per_token"] for run in runs),
-                           "drafted": sum(run["drafted"] for run in runs), "accepted": sum(run["accepted"] for run in runs)}
-                figures["measured_length"] = length_seen
+                           "measured_length": length_seen}
                 measured[(workers, length)] = figures
                 print(f"  {workers} worker(s), L={length or '-':<4} {figures['tokens_per_second']:7.1f} tokens/s "
                       f"(measured L {figures['measured_length']})", flush=True)
@@ -201,10 +175,6 @@ def main():
                 finally:
                     server.stop()
             measured[(workers, "clients")] = concurrency
-        finally:
-            for process in processes:
-                process.terminate()
-                process.wait(timeout=30)
 
     rows = []
     print("\n| workers | round trip's share of a token | no speculation tokens/s | " + " | ".join(

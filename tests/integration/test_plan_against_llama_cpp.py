@@ -13,8 +13,6 @@ llama.cpp's and within 15%. The table is printed. And the two failures the issue
 workers keeps 4 slots of 32k and no layer on the master; Llama-3.1-70B on two 28 GiB workers gets no placement that
 llama.cpp would overflow."""
 
-import os
-import subprocess
 
 import pytest
 
@@ -36,28 +34,11 @@ SIZES = {
 SETTINGS = [(1, 4096), (1, 32768), (4, 4096), (4, 32768)]
 
 
-def run(argv, environ_update=None):
-    done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **(environ_update or {})), check=False)
-    return done.returncode, done.stdout, done.stderr
-
-
 @pytest.fixture(scope="module")
 def workers(x86_build):
     """Two RPC workers on loopback (the projection asks them only for their buffer types)."""
-    processes, endpoints = [], []
-    try:
-        for _index in range(2):
-            port = llama_cpp.free_port()
-            process = subprocess.Popen([str(x86_build / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            processes.append(process)
-            llama_cpp.wait_for_port(port, process)
-            endpoints.append(f"127.0.0.1:{port}")
+    with llama_cpp.loopback_workers(x86_build, 2, threads=1) as endpoints:
         yield x86_build / "llama-fit-params", endpoints
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +52,7 @@ def planner(program, endpoints, path, context, worker_gib, master_gib, reserved=
     shape = model_arch.shape(gguf.read_model(path))
 
     def projector(chosen, gpu_layers, split, ctx, slots):
-        return llama_fit.project(run, str(program), path, chosen, gpu_layers, split, ctx, slots)
+        return llama_fit.project(llama_cpp.run_here, str(program), path, chosen, gpu_layers, split, ctx, slots)
 
     stated = [{"endpoint": endpoint, "free": worker_gib * GIB, "total": worker_gib * GIB} for endpoint in endpoints]
     return fit_plan.Planner(shape, context, 512, stated, {"free": master_gib * GIB, "total": master_gib * GIB}, 0.75,
@@ -91,7 +72,7 @@ def test_the_plan_per_device_is_llama_cpps_projection(workers, real, name):
             rows.append(f"{name:20s} {slots} x {context:6d}: does not fit ({worker_gib} GiB workers)")
             continue
         gpu_layers = planned["n_gpu_layers"]
-        again = llama_fit.project(run, str(program), real[name], endpoints, gpu_layers, planned["tensor_split"],
+        again = llama_fit.project(llama_cpp.run_here, str(program), real[name], endpoints, gpu_layers, planned["tensor_split"],
                                   context * planned["slots"], planned["slots"])
         for node in planned["workers"] + [planned["master"]]:
             projected = again["master"] if node["name"] == "master" else again["workers"][node["name"]]
@@ -119,7 +100,7 @@ def test_llama_3_1_70b_on_two_28_gib_workers_is_never_planned_to_overflow(worker
     21.00 GiB usable on the second worker. This plan, projected by llama.cpp, fits every device."""
     program, endpoints = workers
     planned = planner(program, endpoints, real["llama-3.1-70b"], 4096, 28, 64).plan(1)
-    again = llama_fit.project(run, str(program), real["llama-3.1-70b"], endpoints, planned["n_gpu_layers"],
+    again = llama_fit.project(llama_cpp.run_here, str(program), real["llama-3.1-70b"], endpoints, planned["n_gpu_layers"],
                               planned["tensor_split"], 4096, 1)
     for node in planned["workers"]:
         projected = sum(again["workers"][node["name"]].values())

@@ -1,11 +1,9 @@
 """Speculative decoding's checks against llama.cpp itself (the role's build for this machine): the draft's vocabulary
-rule says what llama-server does with the same pair (drafts with it, or drops it and serves without speculation), and the plan counts the draft as
-llama.cpp's own projection of it. The text with speculation through a worker: test_rpc_master_alone.py."""
+rule says what llama-server does with the same pair (drafts with it, or drops it and serves without speculation), and
+the plan counts the draft as llama.cpp's own projection of it. The text with speculation through a worker:
+test_rpc_master_alone.py."""
 
-import os
 import subprocess
-import time
-import urllib.request
 
 import pytest
 
@@ -39,16 +37,7 @@ def llama_server_drafts_with(bin_dir, model, draft, log_path, timeout=60):
                                     str(draft), "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-np", "1"],
                                    stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + timeout
-        while process.poll() is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:  # not listening yet, or 503 while it loads
-                pass
-            time.sleep(0.2)
-        assert process.poll() is None and time.monotonic() < deadline, "llama-server did not load the model"
+        assert llama_cpp.wait_for_health(port, process, timeout), "llama-server did not load the model"
     finally:
         if process.poll() is None:
             process.terminate()
@@ -66,23 +55,11 @@ def test_the_vocabulary_rule_is_llama_servers(x86_build, pairs, name, tmp_path):
     assert (ours is None) == takes, (ours, log[-2000:])
 
 
-def run(argv, environ_update=None):
-    done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **(environ_update or {})), check=False)
-    return done.returncode, done.stdout, done.stderr
-
-
 @pytest.fixture(scope="module")
 def worker(x86_build):
     """One RPC worker on loopback, for llama.cpp's projection of the model."""
-    port = llama_cpp.free_port()
-    process = subprocess.Popen([str(x86_build / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        llama_cpp.wait_for_port(port, process)
-        yield [{"endpoint": f"127.0.0.1:{port}", "devices": [{"free": 8 << 30, "total": 8 << 30}]}]
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with llama_cpp.loopback_workers(x86_build, 1, threads=1) as endpoints:
+        yield [{"endpoint": endpoints[0], "devices": [{"free": 8 << 30, "total": 8 << 30}]}]
 
 
 def test_the_plan_counts_the_draft_as_llama_cpp_projects_it(x86_build, pairs, worker, capsys):
@@ -91,7 +68,7 @@ def test_the_plan_counts_the_draft_as_llama_cpp_projects_it(x86_build, pairs, wo
     model, draft = pairs["model"], pairs["same vocabulary"]
     projection = {"program": str(x86_build / "llama-fit-params")}
     master = {"free": 8 << 30, "total": 8 << 30}
-    theirs = llama_fit.project(run, projection["program"], str(draft), [], 0, [], 1024 * 2, 2)["master"]
+    theirs = llama_fit.project(llama_cpp.run_here, projection["program"], str(draft), [], 0, [], 1024 * 2, 2)["master"]
     planned = run_module(gguf_plan.main, capsys, path=str(model), workers=worker, context_size=1024, slots=2,
                          master_memory=master, master_reserved_bytes=64 * MIB, draft={"path": str(draft)},
                          projection=projection)

@@ -5,6 +5,7 @@ The source is the pinned archive from tests/bed/env.sh; builds and the compiler 
 LLAMA_RPC_BUILD_CACHE, so a re-run compiles nothing that did not change.
 """
 
+import contextlib
 import fcntl
 import gzip
 import hashlib
@@ -18,6 +19,7 @@ import struct
 import subprocess
 import tarfile
 import time
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -272,6 +274,51 @@ def wait_for_port(port, process, timeout=60):
         except OSError:
             time.sleep(0.2)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def wait_for_health(port, process, timeout=300):
+    """Until the llama-server process on 127.0.0.1:port answers /health with 200 (True: its models are loaded) or exits
+    (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return True
+        except OSError:  # not listening yet, or 503 while it loads
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"llama-server on 127.0.0.1:{port} neither loaded nor exited in {timeout}s")
+
+
+@contextlib.contextmanager
+def loopback_workers(bin_dir, count, threads=None):
+    """count ggml-rpc-server workers of bin_dir on 127.0.0.1 (threads each; None: llama.cpp's choice), each listening
+    before this yields their endpoints (host:port), stopped on exit."""
+    processes, endpoints = [], []
+    try:
+        for _index in range(count):
+            port = free_port()
+            argv = [str(Path(bin_dir) / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)]
+            process = subprocess.Popen(argv + (["-t", str(threads)] if threads else []),
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            processes.append(process)
+            wait_for_port(port, process)
+            endpoints.append(f"127.0.0.1:{port}")
+        yield endpoints
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def run_here(argv, environ_update=None):
+    """AnsibleModule.run_command's contract on this machine (argv, environ_update -> rc, stdout, stderr), for the
+    collection's module_utils that take one."""
+    done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **(environ_update or {})), check=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 def patched_archive(work_dir):
