@@ -171,7 +171,7 @@ def test_a_worker_killed_mid_load_is_named_and_leaves_no_short_cache_file(builds
         first.process.send_signal(signal.SIGKILL)
         out, err = load.communicate(timeout=120)
         assert load.returncode != 0, "a load whose worker was killed produced tokens"
-        assert f"127.0.0.1:{first.port}" in err and ("crashed" in err or "failed" in err), err[-3000:]
+        assert f"127.0.0.1:{first.port}" in err and ("crashed" in err or "failed" in err), (load.returncode, err[-3000:])
         assert PROMPT not in out or len(out.strip()) <= len(PROMPT) + 1
         first.process.wait()
 
