@@ -21,9 +21,12 @@ def run(module, command, timeout, **details):
     (stdout as bytes, stderr decoded; bytes that are not UTF-8 are replaced)."""
     name = os.path.basename(command[0])
     # run_command has no time limit of its own: coreutils timeout (on every Linux host) gives it one.
+    # run_command gives the program SIGPIPE's default, which kills a master writing to a worker that is gone without a
+    # word; ignored (coreutils env), the write fails and llama.cpp says what failed (as under systemd, which ignores it).
     # expand_user_and_vars=False: a prompt's '$' or '~' is text, not a variable.
     started = time.monotonic()
-    rc, stdout, stderr = module.run_command(["timeout", "--kill-after=%d" % KILL_AFTER, str(int(timeout))] + list(command),
+    rc, stdout, stderr = module.run_command(["env", "--ignore-signal=PIPE",
+                                             "timeout", "--kill-after=%d" % KILL_AFTER, str(int(timeout))] + list(command),
                                             environ_update={"GGML_NO_BACKTRACE": "1"}, encoding=None,
                                             expand_user_and_vars=False)
     log = stderr.decode("utf-8", errors="replace")

@@ -1,4 +1,5 @@
-"""llama_run: a program's time limit (coreutils timeout), told apart from a program killed for another reason."""
+"""llama_run: a program's time limit (coreutils timeout), told apart from a program killed for another reason; SIGPIPE
+ignored, so a write to a peer that is gone fails with an error the program can name."""
 
 import json
 
@@ -35,3 +36,10 @@ def test_output_and_log_of_a_program_that_succeeds():
     with patch_module_args({}):
         stdout, log = llama_run.run(AnsibleModule(argument_spec={}), ["printf", "%s", "$HOME ~"], 30)
     assert (stdout, log) == (b"$HOME ~", "")
+
+
+def test_a_write_to_a_closed_pipe_fails_with_a_message_instead_of_killing_the_program(capsys):
+    """As a master writing to a worker that was killed: with SIGPIPE's default the program would die without a word
+    (run_command restores the default); ignored, its write fails and it says so."""
+    message = failure(capsys, ["sh", "-c", "yes | true; exit 3"], 30)
+    assert message.startswith("sh exited with 3: ") and "Broken pipe" in message, message
