@@ -209,7 +209,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import llama_fit, load_time
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative, tensor_cache
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import PlanError, human, plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import PROMPT_CACHE, PlanError, human, plan
 
 
 def meminfo(server_pid=0):
@@ -352,10 +352,10 @@ def main():
                     started = stack.enter_context(llama_fit.stand_ins(module.run_command, stand_in_program, len(workers)))
                     stand_ins = dict(zip((worker["endpoint"] for worker in workers), started))
                 projector = projector_for(module, params, params["path"], stand_ins)
-                reserved, reserved_what, draft = params["master_reserved_bytes"], "llama-server's prompt cache", None
+                reserved, reserved_what, draft = params["master_reserved_bytes"], PROMPT_CACHE, None
                 if params["draft"]:
                     draft = draft_share(module, params, context, model["metadata"])
-                    reserved_what = ("llama-server's prompt cache %s and the draft model" % human(reserved)
+                    reserved_what = ("%s %s and the draft model" % (PROMPT_CACHE, human(reserved))
                                      if reserved else "the draft model")
                     reserved += draft["bytes"]
                 result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],

@@ -86,11 +86,15 @@ def place(shape, gpu_layers, split):
     return [node(layer) for layer in range(layers)], node(layers)
 
 
+# What the master holds beside the model unless the caller names more (a draft model): a refusal names it
+PROMPT_CACHE = "llama-server's prompt cache"
+
+
 class Planner:
     """Evaluates choices (slots, -ngl) for one model and cluster; with a projector, through llama.cpp."""
 
     def __init__(self, shape, context, ubatch, workers, master, fraction, projector=None, master_reserved=0,
-                 reserved_what="llama-server's prompt cache"):
+                 reserved_what=PROMPT_CACHE):
         """context: tokens per slot; workers: [{"endpoint", "free", "total"}] (bytes, from rpc_probe); master: {"free",
         "total"}; projector(endpoints, gpu_layers, tensor_split, context, slots) -> llama_fit.parse()'s dict;
         master_reserved: bytes the master holds beside the model (llama-server's prompt cache, a draft model), which
@@ -294,6 +298,6 @@ class Planner:
 
 
 def plan(shape, context, ubatch, workers, master, fraction, slots=1, projector=None, master_reserved=0,
-         reserved_what="llama-server's prompt cache"):
+         reserved_what=PROMPT_CACHE):
     """The plan for the most slots, then the most layers on the workers, that fits; or PlanError with the numbers."""
     return Planner(shape, context, ubatch, workers, master, fraction, projector, master_reserved, reserved_what).plan(slots)
