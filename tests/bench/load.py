@@ -92,6 +92,7 @@ class Worker:
         self.bin_dir, self.cache_root = bin_dir, cache_root
         self.cache = Path(cache_root) / "rpc"
         self.port = llama_cpp.free_port()
+        self.endpoint = f"127.0.0.1:{self.port}"
         self.log = Path(cache_root) / "worker.log"
 
     def __enter__(self):

@@ -2,7 +2,6 @@
 
 import socket
 import struct
-import subprocess
 import threading
 
 import pytest
@@ -14,15 +13,8 @@ from tests.unit.plugins.module_runner import run_module
 
 @pytest.fixture()
 def worker(x86_build):
-    port = llama_cpp.free_port()
-    # restore_signals=False keeps SIGPIPE ignored, as systemd does for services: a probe that gave up on
-    # a busy worker is answered later on a closed socket, which would kill a worker started from a shell.
-    process = subprocess.Popen([str(x86_build / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, restore_signals=False)
-    llama_cpp.wait_for_port(port, process)
-    yield f"127.0.0.1:{port}"
-    process.terminate()
-    process.wait(timeout=10)
+    with llama_cpp.loopback_workers(x86_build, 1, threads=1) as [endpoint]:
+        yield endpoint
 
 
 def hello(sock):

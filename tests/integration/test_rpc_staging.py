@@ -9,6 +9,7 @@ import subprocess
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes, rpc_tensor_cache, rpc_tensor_send
 
+from tests.bench.load import Worker
 from tests.tools import llama_cpp, tiny_model
 from tests.unit.plugins.module_runner import run_module
 
@@ -22,32 +23,12 @@ def big_model(tmp_path_factory):
                                   kv_heads=2)
 
 
-class Worker:
-    """ggml-rpc-server with its cache (-c) under <home>/rpc, as the rpc_worker unit starts it."""
-
-    def __init__(self, bin_dir, home):
-        self.port = llama_cpp.free_port()
-        self.cache = home / "rpc"
-        home.mkdir(parents=True, exist_ok=True)
-        self.log = home / "worker.log"
-        self.process = subprocess.Popen([str(bin_dir / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(self.port), "-c"],
-                                        env=dict(os.environ, LLAMA_CACHE=str(home)), stdout=open(self.log, "w"),
-                                        stderr=subprocess.STDOUT, restore_signals=False)
-        llama_cpp.wait_for_port(self.port, self.process)
-        self.endpoint = f"127.0.0.1:{self.port}"
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
 def test_staging_fills_the_workers_cache_and_the_load_finds_every_tensor(x86_build, big_model, tmp_path, capsys):
     tool = str(x86_build / "llama-rpc-cache")
     hashes = run_module(gguf_tensor_hashes.main, capsys, path=str(big_model), tool=tool, manifest=str(tmp_path / "m.json"))
     tensors = hashes["tensors"]
     assert len(tensors) == 6
-    worker = Worker(x86_build, tmp_path / "worker")
-    try:
+    with Worker(x86_build, tmp_path / "worker") as worker:
         sent = run_module(rpc_tensor_send.main, capsys, model=str(big_model), tensors=tensors,
                           workers=[{"endpoint": worker.endpoint, "hashes": [t["hash"] for t in tensors]}])
         assert not sent.get("failed") and sent["changed"], sent
@@ -74,8 +55,6 @@ def test_staging_fills_the_workers_cache_and_the_load_finds_every_tensor(x86_bui
         assert run.returncode == 0, run.stderr[-2000:]
         assert worker.log.read_text().count("saved to") == saved_before, worker.log.read_text()[-2000:]
         assert f"RPC0[{worker.endpoint}] model buffer size" in run.stderr, run.stderr[-2000:]
-    finally:
-        worker.stop()
 
 
 def test_a_worker_that_is_not_there_or_busy_is_named(x86_build, big_model, tmp_path, capsys):
@@ -90,15 +69,12 @@ def test_a_worker_that_is_not_there_or_busy_is_named(x86_build, big_model, tmp_p
                          workers=[{"endpoint": nobody, "hashes": ["0123456789abcdef"]}])
     assert unknown["failed"] and "no tensor of the model has the hash 0123456789abcdef" in unknown["msg"]
 
-    worker = Worker(x86_build, tmp_path / "worker")
-    holder = socket.create_connection(("127.0.0.1", worker.port), timeout=5)
-    try:  # another client (llama-server) holds the worker: it serves one at a time
+    with Worker(x86_build, tmp_path / "worker") as worker, \
+            socket.create_connection(("127.0.0.1", worker.port), timeout=5) as holder:
+        # another client (llama-server) holds the worker: it serves one at a time
         holder.sendall(llama_cpp.RPC_HELLO)
         holder.recv(64)
         busy = run_module(rpc_tensor_send.main, capsys, model=str(big_model), tensors=tensors, timeout=2,
                           workers=[{"endpoint": worker.endpoint, "hashes": [tensors[0]["hash"]]}])
         assert busy["failed"] and worker.endpoint in busy["msg"] and "busy with another client" in busy["msg"]
         assert not worker.cache.exists() or not os.listdir(worker.cache)
-    finally:
-        holder.close()
-        worker.stop()

@@ -296,14 +296,16 @@ def wait_for_health(port, process, timeout=300):
 @contextlib.contextmanager
 def loopback_workers(bin_dir, count, threads=None):
     """count ggml-rpc-server workers of bin_dir on 127.0.0.1 (threads each; None: llama.cpp's choice), each listening
-    before this yields their endpoints (host:port), stopped on exit."""
+    before this yields their endpoints (host:port), stopped on exit. SIGPIPE stays ignored (restore_signals=False), as
+    systemd runs a worker: a client that gave up is answered later on a closed socket, which would kill a worker started
+    from a shell."""
     processes, endpoints = [], []
     try:
         for _index in range(count):
             port = free_port()
             argv = [str(Path(bin_dir) / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)]
             process = subprocess.Popen(argv + (["-t", str(threads)] if threads else []),
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, restore_signals=False)
             processes.append(process)
             wait_for_port(port, process)
             endpoints.append(f"127.0.0.1:{port}")
