@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.conftest import (SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_SOURCE, SMALL_WAKE_PORT,
                                         SMALL_WORKER, ROOT, serve_model_source)
-from tests.tools import containers, llama_cpp, tiny_model
+from tests.tools import containers, llama_cpp
 
 sh = containers.sh
 PROMPT = "Once upon a time"
@@ -290,15 +290,14 @@ def metric(text, name):
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
 
 
-def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use, tmp_path):
+def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use):
     """With greedy sampling, the text with speculation equals the text without, through the worker: a draft fetched as a
-    release of its own (the served set itself, with the model's token and checksum file, so most drafts are accepted), then
-    an n-gram kind with no draft. The drafts' counters reach /metrics. On the server now speculating, each refused before
-    any change: a draft of another vocabulary (llama-server would drop it and serve without speculation), named with the
-    difference, and a draft URL that fails, named with the draft's variables. A draft lost from disk after the deploy is
-    named by the start and by llama-server's start script."""
+    release of its own (the served set itself, with the model's token and checksum file, so most drafts are accepted).
+    The drafts' counters reach /metrics. A draft lost from disk after the deploy is named by the start and by
+    llama-server's start script. (An n-gram kind's text: tests/integration/test_speculative.py; the refusals of a foreign
+    draft and of a draft URL that fails, on a cluster that speculates: molecule/cluster/tests/test_speculation.py.)"""
     try:
-        speculation_cases(in_use, tmp_path)
+        speculation_cases(in_use)
     finally:
         # back to no speculation whatever failed above: the later cases start from the model served without it
         back = update(in_use.directory, master=in_use.master, extra={})
@@ -312,7 +311,7 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use,
     in_use.files = after
 
 
-def speculation_cases(in_use, tmp_path):
+def speculation_cases(in_use):
     """The cases of the test above, in the order they run on the server in use."""
     master = in_use.master
     status, answer = server(master, "/completion", body=SPECULATIVE)
@@ -338,27 +337,6 @@ def speculation_cases(in_use, tmp_path):
     assert metric(metrics, "llamacpp:spec_decode_num_draft_tokens_total") > 0, metrics
     assert metric(metrics, "llamacpp:spec_decode_num_accepted_tokens_total") > 0, metrics
 
-    foreign = tiny_model.write_model(tmp_path / "other-vocab.gguf", vocab=400)
-    containers.checked_sh(master, "mkdir -p /srv/drafts")
-    master.put_archive("/srv/drafts", containers.tar_of(foreign))
-    pid, files = server_pid(master), served_files(master)
-    refused = update(in_use.directory, master=master, extra={
-        "rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": "/srv/drafts/other-vocab.gguf"})
-    output = refused.stdout + refused.stderr
-    assert refused.returncode != 0 and "the draft model cannot draft for the model: their EOS tokens differ (261 in the " \
-        "model (tiny), 399 in the draft (other-vocab))" in output and "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
-    assert server_pid(master) == pid and containers.checked_sh(master, "cat /etc/llama-rpc/server.env") == env
-    assert served_files(master) == files
-
-    gone = update(in_use.directory, master=master, extra={
-        "rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": SMALL_SOURCE + "/no-such-draft.gguf",
-        "rpc_master_spec_draft_sha256": "c" * 64})
-    output = " ".join((gone.stdout + gone.stderr).split())
-    assert gone.returncode != 0 and "The draft model (%s/no-such-draft.gguf) is not on %s" % (SMALL_SOURCE, SMALL_MASTER) \
-        in output and "is not at its source (HTTP 404): check rpc_master_spec_draft_src" in output \
-        and "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
-    assert server_pid(master) == pid and served_files(master) == files
-
     # the draft lost from disk after the deploy: the start names it (llama-server would fail and start again without end)
     assert playbook(in_use.directory, "stop.yml").returncode == 0
     containers.checked_sh(master, f"mv {draft_path} {draft_path}.gone")
@@ -373,11 +351,6 @@ def speculation_cases(in_use, tmp_path):
         assert f"llama-server not started (systemd tries again): {draft_path}, the draft model" in journal, journal[-2000:]
     finally:
         containers.checked_sh(master, f"mv {draft_path}.gone {draft_path}")
-
-    ngram = update(in_use.directory, master=master, extra={"rpc_master_spec_type": "ngram-simple"})
-    assert ngram.returncode == 0, ngram.stdout[-3000:]
-    status, answer = server(master, "/completion", body=SPECULATIVE)
-    assert status == 200 and json.loads(answer)["content"] == plain, answer
 
 
 def downloading(master):

@@ -1,9 +1,12 @@
 """Speculative decoding's checks against llama.cpp itself (the role's build for this machine): the draft's vocabulary
 rule says what llama-server does with the same pair (drafts with it, or drops it and serves without speculation), and
-the plan counts the draft as llama.cpp's own projection of it. The text with speculation through a worker:
-test_rpc_master_alone.py."""
+the plan counts the draft as llama.cpp's own projection of it; an n-gram kind writes through a worker the text written
+without it. The text with a draft model through a deployed worker: test_rpc_master_alone.py; the refusals on a cluster
+that speculates: molecule/cluster/tests/test_speculation.py."""
 
+import json
 import subprocess
+import urllib.request
 
 import pytest
 
@@ -86,3 +89,41 @@ def test_the_plan_counts_the_draft_as_llama_cpp_projects_it(x86_build, pairs, wo
     refused = run_module(gguf_plan.main, capsys, path=str(model), workers=worker, context_size=1024, slots=2,
                          master_memory=master, draft={"path": str(pairs["138 tokens more"])}, projection=projection)
     assert refused.get("failed") and "the draft model cannot draft for the model: their EOS tokens differ" in refused["msg"]
+
+
+def greedy_through(bin_dir, model, endpoints, log_path, *speculation):
+    """(text, drafted tokens) of 48 greedy tokens from llama-server over the workers, with the speculation options
+    given (none: without speculation)."""
+    port = llama_cpp.free_port()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(model), "--rpc", ",".join(endpoints),
+                                    "-ngl", "999", "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-np", "1",
+                                    "--metrics", *speculation], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert llama_cpp.wait_for_health(port, process), open(log_path).read()[-2000:]
+        body = {"prompt": "Once upon a time", "n_predict": 48, "temperature": 0, "cache_prompt": False}
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            text = json.loads(answer.read())["content"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    drafted = sum(float(line.split()[-1]) for line in metrics.splitlines()
+                  if line.startswith("llamacpp:spec_decode_num_draft_tokens_total "))
+    return text, drafted
+
+
+def test_an_ngram_kind_writes_the_same_text_through_a_worker(x86_build, pairs, worker, tmp_path):
+    """ngram-simple drafts from the text itself (no draft model): with greedy sampling, through the worker, the text is
+    the one written without speculation, and tokens were drafted (a one-token lookup: the random model's text repeats).
+    The same kind deployed passes the same settings as draft-simple (LLAMA_ARG_SPEC_TYPE), tested on a cluster."""
+    endpoints = [found["endpoint"] for found in worker]
+    plain, _none = greedy_through(x86_build, pairs["model"], endpoints, tmp_path / "plain.log")
+    text, drafted = greedy_through(x86_build, pairs["model"], endpoints, tmp_path / "ngram.log",
+                                   "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "1",
+                                   "--spec-ngram-simple-size-m", "4")
+    assert plain and text == plain, (plain, text)
+    assert drafted > 0, open(tmp_path / "ngram.log").read()[-2000:]

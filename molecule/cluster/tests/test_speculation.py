@@ -1,0 +1,82 @@
+"""Speculative decoding's refusals on a cluster that speculates (cluster_b: draft-simple with a draft of its own model,
+molecule.yml): an update to a draft of another vocabulary (llama-server would drop it and serve without speculation)
+and to a draft URL that fails are each refused before any change, named, with llama-server, its settings and the
+served files as they were. (The text with and without speculation: test_monitoring.py; a draft lost from disk:
+tests/integration/test_rpc_master_alone.py.)
+
+What a test reads or does on a host goes through docker."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import docker
+import pytest
+import testinfra.utils.ansible_runner
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(ROOT))
+from tests.tools import containers, tiny_model  # noqa: E402  pylint: disable=wrong-import-position
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+CLUSTER = "cluster_b"
+[MASTER] = RUNNER.get_hosts("cluster_b_master")
+SETTINGS = RUNNER.get_variables(MASTER)
+DRAFT_HOST = SETTINGS["rpc_master_spec_draft_src"].rsplit("/", 1)[0]  # the scenario's model host, as the master sees it
+STATE = "/etc/ansible/facts.d/llama_rpc_master.fact"
+
+
+@pytest.fixture(scope="module", name="master")
+def fixture_master():
+    return docker.from_env().containers.get(MASTER)
+
+
+def serving(master):
+    """What must not change: llama-server's pid, its settings, and the served files (inode, size, sha256 by path)."""
+    state = json.loads(containers.read_file(master, STATE))
+    files = containers.checked_sh(master, "cd %s && for f in $(ls -A); do echo $(stat -c '%%i %%s' $f) $(sha256sum < $f "
+                                          "| cut -c1-64) $PWD/$f; done" % shlex.quote(str(Path(state["model_path"]).parent)))
+    return (containers.checked_sh(master, "systemctl show -p MainPID --value llama-server"),
+            containers.checked_sh(master, "cat /etc/llama-rpc/server.env"), files)
+
+
+def update(**extra):
+    """deploy.yml's master part on cluster_b (the builds and the worker as the scenario left them), with extra vars."""
+    command = ["ansible-playbook", "-i", containers.scenario_inventory(), "--limit", CLUSTER,
+               str(ROOT / "playbooks" / "deploy.yml"), "--tags", "rpc_master", "-e", json.dumps(extra)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
+    return " ".join((run.stdout + run.stderr).split()), run.returncode
+
+
+def test_the_cluster_speculates_before_the_updates(master):
+    """The refusals below are of a server in use that speculates: its settings name its draft."""
+    env = containers.checked_sh(master, "cat /etc/llama-rpc/server.env")
+    assert "LLAMA_ARG_SPEC_TYPE=draft-simple" in env and "LLAMA_ARG_SPEC_DRAFT_MODEL=" in env, env
+
+
+def test_a_draft_of_another_vocabulary_is_refused_before_any_change(master, tmp_path):
+    foreign = tiny_model.write_model(tmp_path / "other-vocab.gguf", vocab=400)
+    containers.checked_sh(master, "mkdir -p /srv/drafts")
+    master.put_archive("/srv/drafts", containers.tar_of(foreign))
+    before = serving(master)
+    output, returncode = update(rpc_master_spec_type="draft-simple", rpc_master_spec_draft_src="/srv/drafts/other-vocab.gguf",
+                                rpc_master_spec_draft_sha256sums="")
+    assert returncode != 0 and "the draft model cannot draft for the model: their " in output \
+        and "(other-vocab))" in output, output[-3000:]
+    assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+    assert serving(master) == before
+
+
+def test_a_draft_url_that_fails_is_refused_by_its_variables_before_any_change(master):
+    before = serving(master)
+    output, returncode = update(rpc_master_spec_type="draft-simple",
+                                rpc_master_spec_draft_src=DRAFT_HOST + "/no-such-draft.gguf",
+                                rpc_master_spec_draft_sha256="c" * 64, rpc_master_spec_draft_sha256sums="")
+    assert returncode != 0 and "The draft model (%s/no-such-draft.gguf) is not on %s" % (DRAFT_HOST, MASTER) in output \
+        and "is not at its source (HTTP 404): check rpc_master_spec_draft_src" in output, output[-3000:]
+    assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+    assert serving(master) == before
