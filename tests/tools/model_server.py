@@ -130,13 +130,17 @@ class ModelHost(BaseHTTPRequestHandler):
                 block = handle.read(min(CHUNK, length - sent) if limit is None else min(CHUNK, limit - sent))
                 if not block:
                     break
+                # counted before it goes out: a client that has read the bytes and asks /_sent at once finds them
+                # (counted after, a thread could answer /_sent in between); a block the connection refused is taken back
+                with self.lock:
+                    self.sent[name] = self.sent.get(name, 0) + len(block)
                 try:
                     self.wfile.write(block)
                 except OSError:
+                    with self.lock:
+                        self.sent[name] -= len(block)
                     break
                 sent += len(block)
-                with self.lock:  # what the connection took (a client that stops reading may not see all of it)
-                    self.sent[name] = self.sent.get(name, 0) + len(block)
                 if limit is not None and sent >= limit:
                     break
         if stall is not None and limit is not None:
