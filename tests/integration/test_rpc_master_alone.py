@@ -108,20 +108,8 @@ def greedy(master):
     return json.loads(answer)["content"]
 
 
-def served_files(master):
-    """The served model's files: (inode, size, sha256) by path, from the master's published state."""
-    state = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))
-    listing = containers.checked_sh(master, "cd %s && for f in $(ls -A); do echo $(stat -c '%%i %%s' $f) $(sha256sum < $f "
-                                            "| cut -c1-64) $PWD/$f; done" % shlex.quote(str(Path(state["model_path"]).parent)))
-    return {line.split()[3]: tuple(line.split()[:3]) for line in listing.splitlines()}
-
-
 def worker_cache(worker):
     return containers.checked_sh(worker, f"ls {CACHE_DIR}").split()
-
-
-def server_pid(master):
-    return int(containers.checked_sh(master, "systemctl show -p MainPID --value llama-server"))
 
 
 class HeldStream:
@@ -185,7 +173,7 @@ def in_use(small_cluster):
     """The served model as the first deploy left it: its files, the worker's cache and the greedy answer."""
     hosts, directory, _output = small_cluster
     master, worker = hosts[SMALL_MASTER], hosts[SMALL_WORKER]
-    return SimpleNamespace(master=master, worker=worker, directory=directory, files=served_files(master),
+    return SimpleNamespace(master=master, worker=worker, directory=directory, files=containers.served_files(master),
                            cache=worker_cache(worker), answer=greedy(master))
 
 
@@ -195,7 +183,7 @@ def assert_unchanged(in_use, run, *messages):
     for message in messages:
         assert message in output, f"{message!r} not in:\n{output[-3000:]}"
     assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
-    assert served_files(in_use.master) == in_use.files
+    assert containers.served_files(in_use.master) == in_use.files
     assert worker_cache(in_use.worker) == in_use.cache
     assert greedy(in_use.master) == in_use.answer
 
@@ -215,7 +203,7 @@ def test_an_update_that_fails_leaves_the_served_model_as_it_was(in_use):
     # load (the plan, against stand-ins of the worker that llama-server holds) refuses its tensors. llama-server serves
     # on throughout: the same process, and a stream in flight gets its whole answer. The set is never placed: it stays
     # staged, verified, in .incoming.
-    pid = server_pid(master)
+    pid = containers.server_pid(master)
     held = HeldStream(in_use, "refused-update-stream")
     try:
         reshaped = update(in_use.directory, master=master, extra={
@@ -226,7 +214,7 @@ def test_an_update_that_fails_leaves_the_served_model_as_it_was(in_use):
     finally:
         held.release()
     assert_unchanged(in_use, reshaped, "llama.cpp's projection of the model failed", "has wrong shape")
-    assert server_pid(master) == pid, "llama-server was stopped for a model it refused"
+    assert containers.server_pid(master) == pid, "llama-server was stopped for a model it refused"
     assert "Pause llama-server" not in reshaped.stdout and "Let the requests in flight end" not in reshaped.stdout
     staged = staged_release(master)
     assert len(staged) == 1 and staged[next(iter(staged))] == [".release.json"] + [
@@ -306,7 +294,7 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use)
     assert greedy(in_use.master) == in_use.answer
     # The draft's release linked the served parts (the same bytes, verified): their status change had the tensor record
     # written again, with the same content. Every file's bytes are as they were; the later cases start from here.
-    after = served_files(in_use.master)
+    after = containers.served_files(in_use.master)
     assert {path: found[1:] for path, found in after.items()} == {path: found[1:] for path, found in in_use.files.items()}
     in_use.files = after
 
@@ -422,7 +410,7 @@ def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetch
     print(f"the killed run's download stopped {outlived:.1f} s after the kill")
     assert not downloading(master) and outlived <= 25, outlived
     model_host(master, reset=1)
-    assert served_files(master) == in_use.files and greedy(master) == in_use.answer
+    assert containers.served_files(master) == in_use.files and greedy(master) == in_use.answer
     had = int(containers.checked_sh(master, f"find {MODELS}/.incoming -type f -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}'"))
     before = host_sent(master)
 
@@ -446,7 +434,7 @@ def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetch
     print(f"v2 across a kill: {had} of {total} bytes on the master at the kill, {sent} sent after it")
     assert 0 < had < total and total - had <= sent <= total - had + 6, (had, sent, total)  # and one byte per part asked twice
     switched = greedy(master)
-    assert switched != in_use.answer and served_files(master) != in_use.files
+    assert switched != in_use.answer and containers.served_files(master) != in_use.files
     assert all(name in worker_cache(worker) for name in in_use.cache), "the first model's tensors were not kept"
     assert "Kept for a rollback (rpc_master_model_release=previous, or a name): tiny-" in good.stdout
 
@@ -454,7 +442,7 @@ def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetch
     back = update(in_use.directory, dict(V2, rpc_master_model_release="previous"))
     assert back.returncode == 0, (back.stdout + back.stderr)[-4000:]
     assert host_sent(master) == sent
-    assert served_files(master) == in_use.files and greedy(master) == in_use.answer
+    assert containers.served_files(master) == in_use.files and greedy(master) == in_use.answer
     sends = containers.task_output(back.stdout, "graviton.llama_rpc.rpc_master : Send what the caches lack")
     assert "skipping: [" in sends and "included: " not in sends, sends
 
@@ -510,7 +498,7 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     assert "Failed to connect" not in journal and "ABRT" not in journal and "core-dump" not in journal, journal[-3000:]
     assert "is not used" not in journal, journal[-3000:]  # the record the deploy wrote was trusted
     assert greedy(master) == in_use.answer
-    model_bytes = sum(size for _inode, size, _sha in ((int(a), int(b), c) for a, b, c in served_files(master).values()))
+    model_bytes = sum(size for _inode, size, _sha in ((int(a), int(b), c) for a, b, c in containers.served_files(master).values()))
     sent = int(containers.checked_sh(master, "cat /sys/class/net/$(ip -o route show default | awk '{print $5}')/statistics/tx_bytes"))
     print(f"the master sent {sent} bytes since its boot, for a {model_bytes}-byte model ({100 * sent / model_bytes:.1f}%)")
     assert sent <= 0.05 * model_bytes, (sent, model_bytes)
@@ -518,7 +506,7 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
     assert containers.checked_sh(master, f"stat -L -c '%n %Y %i' {bin_dir}/*") == build
     # and it takes the hashes from the record (the master's known-hashes build): llama-server started again with the
     # model out of the page cache reads only what it keeps, none of the bytes of the tensors its worker holds
-    parts = [path for path in served_files(master) if path.endswith(".gguf")]
+    parts = [path for path in containers.served_files(master) if path.endswith(".gguf")]
     record = json.loads(containers.checked_sh(master, "cat %s" % shlex.quote(
         str(Path(parts[0]).parent / (".%s.tensors.json" % Path(sorted(parts)[0]).name)))))
     hashed = sum(tensor["size"] for tensor in record["tensors"])
@@ -531,7 +519,7 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
             break
         time.sleep(0.5)
     read = sum(int(containers.checked_sh(master, f"fincore -b -n -o RES {shlex.quote(path)}") or 0) for path in parts)
-    total = sum(int(size) for _inode, size, _sha in (served_files(master)[path] for path in parts))
+    total = sum(int(size) for _inode, size, _sha in (containers.served_files(master)[path] for path in parts))
     print(f"llama-server's start read {read} of the model's {total} bytes ({hashed} in the worker's tensors)")
     assert read <= total - hashed + (2 << 20), (read, total, hashed)
     # a start of the running cluster: it says so, and changes nothing
@@ -556,7 +544,7 @@ def test_a_stopped_cluster_starts_with_everything_it_had_and_llama_server_waits_
         assert re.search(r"llama-server did not answer within rpc_master_server_start_timeout \(8 s\) and is stopped: 1 of 1 "
                          r"workers did not come back \(\S+ is refused\), and its plan puts layers on every worker", output), output[-3000:]
         assert containers.sh(master, "systemctl is-active llama-server")[1] == "inactive"
-        assert served_files(master) == in_use.files
+        assert containers.served_files(master) == in_use.files
         assert containers.checked_sh(worker, f"find {CACHE_DIR} -type f -printf '%f %T@\\n' | sort") == cache
     finally:
         containers.checked_sh(worker, f"rm -f {broken} && systemctl daemon-reload && systemctl restart llama-rpc-worker@main")

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import tarfile
 import threading
@@ -110,6 +111,20 @@ def read_file(container, path):
         if not member.isfile():
             raise AssertionError(f"{container.name}: {path} is not a regular file")
         return archive.extractfile(member).read()
+
+
+def served_files(master):
+    """What rpc_master serves on master: its model's files, (inode, size, sha256) by path, found through its published
+    state."""
+    state = json.loads(read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))
+    listing = checked_sh(master, "cd %s && for f in $(ls -A); do echo $(stat -c '%%i %%s' $f) $(sha256sum < $f "
+                                 "| cut -c1-64) $PWD/$f; done" % shlex.quote(str(Path(state["model_path"]).parent)))
+    return {line.split()[3]: tuple(line.split()[:3]) for line in listing.splitlines()}
+
+
+def server_pid(master):
+    """llama-server's main pid on master (0 when it does not run)."""
+    return int(checked_sh(master, "systemctl show -p MainPID --value llama-server"))
 
 
 def sh(container, command):
