@@ -48,16 +48,56 @@ def ss(number):
 
 
 # --- the worker's watchdog -------------------------------------------------------------------------------------------
+def waiting(number):
+    return worker_watchdog.waiting_answers(worker_watchdog.parse_connections(ss(number)))
+
+
 def test_the_connections_that_hold_unread_bytes_are_read_from_ss():
-    assert worker_watchdog.parse_waiting(ss(1)) == {STUCK: (321, 321), BUSY: (321, 321)}
-    assert worker_watchdog.parse_waiting(ss(3)) == {STUCK: (321, 321), BUSY: (321, 963)}
-    assert worker_watchdog.parse_waiting("") == {}
+    assert waiting(1) == {STUCK: (321, 321), BUSY: (321, 321)}
+    assert waiting(3) == {STUCK: (321, 321), BUSY: (321, 963)}
+    assert worker_watchdog.parse_connections(ss(1))[IDLE] == (0, 0, False)  # recorded without -e: no inode read
+    assert waiting_answers_of("") == {}
+
+
+def waiting_answers_of(listed):
+    return worker_watchdog.waiting_answers(worker_watchdog.parse_connections(listed))
+
+
+def test_the_kernel_tells_accepted_connections_from_queued_ones_and_counts_the_queue():
+    """A real listening socket with a backlog of 1, as the worker's: one connection accepted, two left in the queue
+    (one still open with its greeting unread, one its client closed), a third refused when the queue is full. The
+    watchdog's own look (ss through connections()) tells which the process holds (an inode), and how many wait."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    served = socket.create_connection(("127.0.0.1", port))
+    accepted, _peer = listener.accept()
+    served.sendall(b"x" * 10)
+    queued = socket.create_connection(("127.0.0.1", port), timeout=2)
+    queued.sendall(worker_watchdog.HELLO)
+    gone = socket.create_connection(("127.0.0.1", port), timeout=2)
+    gone_port = gone.getsockname()[1]
+    gone.close()
+    time.sleep(0.3)
+    try:
+        found, (listening, in_queue) = worker_watchdog.connections(port)
+        peer = "127.0.0.1:%d"
+        assert found[peer % served.getsockname()[1]] == (10, 10, True)
+        assert found[peer % queued.getsockname()[1]] == (33, 33, False)
+        assert peer % gone_port not in found, "a closed client's connection is not established"
+        assert listening and in_queue == 2
+        assert not worker_watchdog.answers("127.0.0.1", port, 1), "the queue is full: a probe is not even accepted"
+    finally:
+        for each in (served, accepted, queued, listener):
+            each.close()
+    assert worker_watchdog.connections(port) == ({}, (False, 0)), "nothing listens any more"
 
 
 def test_a_busy_worker_whose_received_bytes_grow_is_never_stuck():
     """The same 321 unread bytes at every look, but bytes received grow: the worker answers them all."""
     clients = worker_watchdog.StuckClients(timeout=300)
-    stuck = [clients.observe(worker_watchdog.parse_waiting(ss(number)), now) for number, now in ((1, 0), (2, 200), (3, 400))]
+    stuck = [clients.observe(waiting(number), now) for number, now in ((1, 0), (2, 200), (3, 400))]
     assert stuck[0] == [] and stuck[1] == []
     assert stuck[2] == [(STUCK, 321, 400)], "the client whose request sat unread for 400 s is the one stuck"
     assert all(peer != BUSY for peer, _unread, _waited in stuck[2])
@@ -67,19 +107,19 @@ def test_the_busy_worker_alone_is_never_killed():
     """Its unread count alone never moves (the first version's sign): only bytes received tell it is served."""
     clients = worker_watchdog.StuckClients(timeout=300)
     for look, number in enumerate([1, 2, 3] * 4):
-        waiting = {peer: seen for peer, seen in worker_watchdog.parse_waiting(ss(number)).items() if peer == BUSY}
-        assert waiting[BUSY][0] == 321
-        assert clients.observe(waiting, look * 400) == [], "a served client was taken for a stuck one"
+        busy = {peer: seen for peer, seen in waiting(number).items() if peer == BUSY}
+        assert busy[BUSY][0] == 321
+        assert clients.observe(busy, look * 400) == [], "a served client was taken for a stuck one"
 
 
 def test_a_stuck_client_is_seen_after_the_timeout_and_forgotten_after_a_kill():
     clients = worker_watchdog.StuckClients(timeout=300)
-    waiting = worker_watchdog.parse_waiting(ss(1))
-    assert clients.observe(waiting, 0) == []
-    assert clients.observe(waiting, 299) == []
-    assert [peer for peer, _unread, _waited in clients.observe(waiting, 300)] == [STUCK, BUSY]
+    first = waiting(1)
+    assert clients.observe(first, 0) == []
+    assert clients.observe(first, 299) == []
+    assert [peer for peer, _unread, _waited in clients.observe(first, 300)] == [STUCK, BUSY]
     clients.forget()
-    assert clients.observe(waiting, 301) == [], "the clock starts again after a kill"
+    assert clients.observe(first, 301) == [], "the clock starts again after a kill"
     # a probe that gave up closed its end: it is no longer listed, and so never counted
     assert clients.observe({}, 1000) == []
 
@@ -90,9 +130,9 @@ def test_how_long_a_client_waits_is_what_its_connection_holds_unread_or_what_pro
     unanswered = worker_watchdog.Unanswered(lambda: probes.append(1) or answering[0], every=60, probe_timeout=3)
     answering = [True]
     # a connected client: its unread bytes' age, no probe
-    clients.observe(worker_watchdog.parse_waiting(ss(1)), 0)
+    clients.observe(waiting(1), 0)
     assert unanswered.observe(clients, True, 0) == 0 and probes == []
-    clients.observe(worker_watchdog.parse_waiting(ss(1)), 40)
+    clients.observe(waiting(1), 40)
     assert unanswered.observe(clients, True, 40) == 40
     # nobody connected: a probe once a minute while it answers, at each look once it does not
     clients.observe({}, 50)
@@ -103,6 +143,58 @@ def test_how_long_a_client_waits_is_what_its_connection_holds_unread_or_what_pro
     assert unanswered.observe(clients, False, 115) == 8 and len(probes) == 3
     answering[0] = True
     assert unanswered.observe(clients, False, 120) == 0
+
+
+def watch(answering, timeout=300):
+    """A worker's watch whose probes answer while answering[0] is true; the probes it made are counted."""
+    probes = []
+    return worker_watchdog.Watch("llama-rpc-worker@main.service", timeout,
+                                 lambda: probes.append(1) or answering[0], 60, 3), probes
+
+
+SERVED = {"10.0.0.1:40000": (0, 5000, True)}  # the master's connection, accepted, nothing unread
+QUEUED = {"10.0.0.1:40002": (33, 33, False)}  # a client's greeting in the queue, not accepted
+
+
+def test_a_frozen_worker_that_serves_nobody_is_killed_once_probes_go_unanswered_for_the_timeout():
+    """The master's restarted llama-server finds the worker silent: its connections wait in the queue (or close), the
+    probes go unanswered. Killed after the timeout, not before, and the reason says what was seen."""
+    answering = [False]
+    watching, probes = watch(answering)
+    assert watching.look({}, True, 1, 0) is None and probes == [1], "a connection in the queue: probed at once"
+    assert watching.look({}, True, 2, 100) is None and watching.waited == 103
+    assert watching.look({}, True, 0, 296) is None, "its clients gave up: the probes still count"
+    why = watching.look({}, True, 2, 297)
+    assert why.startswith("llama-rpc-worker@main.service has accepted no connection for 300s: it serves no client, "
+                          "2 wait in its port's queue and probes of the port go unanswered."), why
+    watching.forget()
+    assert watching.look({}, True, 0, 298) is None, "the clock starts again after a kill"
+
+
+def test_a_worker_that_serves_a_client_or_does_not_listen_yet_is_never_killed_for_silence():
+    answering = [False]
+    watching, probes = watch(answering)
+    # serving a load or a stream: it accepts nobody else by design, whatever has come and gone in its queue
+    assert all(watching.look(SERVED, True, 2, now) is None for now in range(0, 3000, 100)) and probes == []
+    # ... but a client queued behind a connection the worker waits on for ever waits for the timeout, and is seen
+    assert watching.look({**SERVED, **QUEUED}, True, 1, 3000) is None
+    assert "has left a client's 33 bytes unread" in watching.look({**SERVED, **QUEUED}, True, 1, 3300)
+    watching, probes = watch(answering)
+    # not listening (starting: its cache checked before it listens): refused probes are systemd's business
+    assert all(watching.look({}, False, 0, now) is None for now in range(0, 3000, 100))
+    assert watching.waited > 300 and probes, "the alert's figure still says nobody is answered"
+
+
+def test_a_probe_that_answers_calls_off_the_silence_and_a_queue_alone_is_not_a_fault():
+    answering = [True]
+    watching, probes = watch(answering)
+    for now in range(0, 1000, 5):  # a connection in the queue at each look, accepted as soon as the worker gets to it
+        assert watching.look(QUEUED if now % 10 else {}, True, 1 if now % 10 else 0, now) is None
+    assert len(probes) > 90, "every look with a queue probes"
+    answering[0] = False
+    assert watching.look({}, True, 1, 1000) is None and watching.waited == 3
+    answering[0] = True
+    assert watching.look({}, True, 1, 1200) is None and watching.waited == 0 and watching.calm()
 
 
 def test_a_probe_is_answered_by_a_worker_that_reads_and_not_by_one_that_does_not():
@@ -187,23 +279,60 @@ def test_the_wake_starts_llama_server_for_its_key_only(tmp_path, capsys):
     assert "refused a wake from 10.0.0.9: not llama-server's key" in journal and "the-key" not in journal
 
 
-def test_the_wake_answers_the_gateways_agent_check_without_the_key(tmp_path, capsys):
-    """"state" (HAProxy's agent-send): up while llama-server runs and no stop is announced, down otherwise; each check is
-    noted for the idle stop, none written to the journal, and nothing started."""
+class Health:
+    """llama-server's /health on loopback, as it answers: 503 "Loading model" while it loads, then 200."""
+
+    def __init__(self):
+        import http.server  # pylint: disable=import-outside-toplevel
+        import threading  # pylint: disable=import-outside-toplevel
+        self.status = 503
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802  (http.server's name)
+                body = b'{"status":"ok"}' if outer.status == 200 else b'{"error":{"code":503,"message":"Loading model"}}'
+                self.send_response(outer.status if self.path == "/health" else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/health" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_wake_answers_the_gateways_agent_check_up_only_while_llama_server_serves(tmp_path, capsys):
+    """"state" (HAProxy's agent-send): up while llama-server's unit is active, no stop is announced and its /health
+    answers 200; down while it loads (503), stops or is stopped. Each check is noted for the idle stop, none written to
+    the journal, and nothing started."""
     import io  # pylint: disable=import-outside-toplevel
     calls = tmp_path / "calls"
+    health = Health()
 
-    def check(active):
+    def check(active, url=health.url):
         calls.write_text("")
         answer = io.BytesIO()
         systemctl = (sys.executable, "-c", FAKE_SYSTEMCTL.replace('"inactive"', '"%s"' % active), str(calls))
-        code = server_wake.main({"LLAMA_API_KEY": "the-key", "WAKE_STATE_DIR": str(tmp_path)}, io.BytesIO(b"state\n"),
-                                answer, systemctl)
+        code = server_wake.main({"LLAMA_API_KEY": "the-key", "WAKE_STATE_DIR": str(tmp_path), "WAKE_HEALTH_URL": url},
+                                io.BytesIO(b"state\n"), answer, systemctl)
         return code, answer.getvalue(), [json.loads(line)[0] for line in calls.read_text().splitlines()]
-    assert check("active") == (0, b"up\n", ["is-active"]) and (tmp_path / "gateway-asked").exists()
-    assert check("inactive") == (0, b"down\n", ["is-active"])
-    (tmp_path / "idle-stopping").write_text("1\n")
-    assert check("active") == (0, b"down\n", ["is-active"]), "an announced idle stop takes the cluster out"
+    try:
+        assert check("active") == (0, b"down\n", ["is-active"]), "loading its model: not yet"
+        assert (tmp_path / "gateway-asked").exists()
+        health.status = 200
+        assert check("active") == (0, b"up\n", ["is-active"])
+        assert check("inactive") == (0, b"down\n", ["is-active"])
+        assert check("active", url="http://127.0.0.1:1/health") == (0, b"down\n", ["is-active"]), "nothing answers"
+        (tmp_path / "idle-stopping").write_text("1\n")
+        assert check("active") == (0, b"down\n", ["is-active"]), "an announced idle stop takes the cluster out"
+    finally:
+        health.close()
     assert capsys.readouterr().err == ""
 
 
@@ -272,10 +401,21 @@ def test_a_wake_while_the_stop_is_announced_calls_it_off(tmp_path):
             (tmp_path / "idle-stopping").unlink(missing_ok=True)  # what llama-server-wake.py does with the key
     began = clock.now
     assert idle_stop.Announcement(str(tmp_path), 10, clock.time, wake_after_a_second).announce() == "called off"
-    quiet = metrics("idle")
-    assert idle_stop.still_idle(quiet, quiet)
-    assert not idle_stop.still_idle(quiet, served(quiet, n_decode_total=9.0)), "a request came meanwhile"
-    assert not idle_stop.still_idle(quiet, dict(quiet, busy=True)) and not idle_stop.still_idle(quiet, None)
+
+
+def test_the_idle_stop_looks_again_after_the_announcement_and_says_what_it_saw():
+    quiet, deploy = metrics("idle"), "the deploy by ci on runner-7 since 2026-12-06T07:00:00Z"
+    assert idle_stop.why_not_stop("heard", quiet, quiet, None, False) is None
+    assert idle_stop.why_not_stop("nobody", quiet, quiet, None, False) is None
+    assert idle_stop.why_not_stop("called off", quiet, quiet, None, False).startswith("a wake called the stop off")
+    assert idle_stop.why_not_stop("heard", quiet, quiet, deploy, False) == deploy + " began while the stop was announced"
+    assert idle_stop.why_not_stop("heard", quiet, served(quiet, n_decode_total=9.0), None, False).startswith(
+        "a request came while the stop was announced (requests_processing 0, requests_deferred 0, ")
+    assert idle_stop.why_not_stop("heard", quiet, dict(quiet, busy=True), None, False).startswith("a request came")
+    # llama-server gone or started again by someone else: not "a request came"
+    assert idle_stop.why_not_stop("heard", quiet, None, None, False).startswith("llama-server stopped or is loading meanwhile")
+    assert idle_stop.why_not_stop("heard", quiet, quiet, None, True).startswith("llama-server was started again meanwhile")
+    assert idle_stop.why_not_stop("heard", quiet, server_state.STUCK, None, False).startswith("llama-server's figures do not")
 
 
 def test_the_idle_stop_comes_after_the_bound_of_nothing_served_and_not_before():
@@ -315,8 +455,8 @@ def test_a_deploy_a_restart_or_no_figures_start_the_clock_again():
     idle = idle_stop.Idle(after=60, now=0)
     quiet = metrics("idle")
     assert idle.observe(quiet, 0) is None
-    assert idle.observe(quiet, 50, held=True) is None and idle.held  # a deploy began
-    assert idle.observe(quiet, 500, held=True) is None  # it fetches for long
+    assert idle.observe(quiet, 50, held="a deploy") is None and idle.held  # a deploy began
+    assert idle.observe(quiet, 500, held="a deploy") is None  # it fetches for long
     # it ended between the looks at 500 and 510: the clock runs from the last look that saw it
     assert idle.observe(quiet, 510) is None and idle.observe(quiet, 559) is None and not idle.held
     assert idle.observe(quiet, 560) == 60
@@ -329,10 +469,12 @@ def test_a_deploy_a_restart_or_no_figures_start_the_clock_again():
 
 def test_a_deploys_hold_counts_until_it_is_older_than_its_bound(tmp_path):
     hold = tmp_path / "deploy.hold"
-    assert not idle_stop.deploy_holds(str(hold), 43200, time.time())
-    hold.write_text("master\n")
-    assert idle_stop.deploy_holds(str(hold), 43200, time.time())
-    assert not idle_stop.deploy_holds(str(hold), 43200, time.time() + 43201), "left by a deploy that died"
+    assert idle_stop.deploy_holds(str(hold), 43200, time.time()) is None
+    hold.write_text('{"by": "ci", "controller": "runner-7", "since": "2026-12-06T07:00:00Z"}')  # as plan.yml writes it
+    assert idle_stop.deploy_holds(str(hold), 43200, time.time()) == "the deploy by ci on runner-7 since 2026-12-06T07:00:00Z"
+    assert idle_stop.deploy_holds(str(hold), 43200, time.time() + 43201) is None, "left by a deploy that was killed"
+    hold.write_text("master\n")  # an older deploy's hold: its text
+    assert idle_stop.deploy_holds(str(hold), 43200, time.time()) == "a deploy (master)"
 
 
 @pytest.fixture(name="ec2")

@@ -1,7 +1,8 @@
 """Watching the cluster (role monitoring, run by site.yml with monitoring_enabled): each master's Prometheus scrapes
 every node of its cluster (cluster_b's worker through the WireGuard tunnel) and its llama-server with its key, every
 target is up and the cluster's own figures are there; a worker's RPC service stopped raises its alert within the
-rule's time and resolves when it is back, and a frozen one (its unit active) is named by its own alert; an outsider
+rule's time and resolves when it is back, and a frozen one (its unit active) is named by its own alert and restarted
+by its watchdog, with a client connected and with none; an outsider
 reaches no exporter and no Prometheus; and no file a non-root
 user reads holds llama-server's key. (The scenario scrapes every 3 s, writes the figures every 10 s and fires a down alert after 6 s: molecule.yml.)
 
@@ -108,6 +109,22 @@ def test_every_node_and_llama_server_is_scraped_with_the_clusters_own_figures(do
                 (figures, runs)
 
 
+WORKER_UNIT, WORKER_WATCHDOG = "llama-rpc-worker@main", "llama-rpc-worker-watchdog@main"
+WATCHDOG_KILLS = ("has left a client's", "has accepted no connection")  # its two signs (llama-rpc-worker-watchdog.py)
+
+
+def worker_kills(worker):
+    """The lines in which the worker's watchdog says it kills the worker."""
+    journal = containers.checked_sh(worker, f"journalctl -u {WORKER_WATCHDOG} --no-pager -o cat")
+    return [line for line in journal.splitlines() if "Killing it" in line]
+
+
+def serves_again(master, timeout=180):
+    probe = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
+                                        {"prompt": "Hello", "n_predict": 1, "cache_prompt": False})
+    return until(lambda: llama_cpp.answer(containers.run(master, probe)[1].decode())[0] == 200, timeout, step=2)[1]
+
+
 def test_a_stopped_worker_raises_its_alert_within_the_rules_time_and_it_resolves(docker_hosts):
     _client, hosts = docker_hosts
     master, worker = hosts[PLAIN_MASTER], hosts[PLAIN_WORKER]
@@ -116,30 +133,28 @@ def test_a_stopped_worker_raises_its_alert_within_the_rules_time_and_it_resolves
         return [alert for alert in prometheus(master, "alerts")["alerts"] if alert["state"] == "firing"
                 and alert["labels"]["alertname"] == "LlamaRpcServiceDown" and alert["labels"]["node"] == PLAIN_WORKER]
     assert not firing()
-    containers.checked_sh(worker, "systemctl stop llama-rpc-worker@main")
+    containers.checked_sh(worker, f"systemctl stop {WORKER_UNIT}")
     try:
         alerts, took = until(firing, 60)
         assert took is not None and alerts[0]["labels"]["unit"] == "llama-rpc-worker@main.service", alerts
         print(f"the alert fired {took:.1f} s after the worker's service stopped (the rule's path: {ALERT_BOUND} s)")
         assert took <= ALERT_BOUND + 5, (took, ALERT_BOUND)  # and the API's look, once a second
     finally:
-        containers.checked_sh(worker, "systemctl start llama-rpc-worker@main")
+        containers.checked_sh(worker, f"systemctl start {WORKER_UNIT}")
     _gone, took = until(lambda: not firing(), 60)
     assert took is not None, firing()
     print(f"resolved {took:.1f} s after it started again")
     # llama-server lost its worker: it serves again (restarted by systemd, it waits for its workers) before the next test
-    completion = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
-                                             {"prompt": "Hello", "n_predict": 1, "cache_prompt": False})
-    _answer, took = until(lambda: llama_cpp.answer(containers.run(master, completion)[1].decode())[0] == 200, 180, step=2)
-    assert took is not None, "llama-server does not serve completions again"
+    assert serves_again(master) is not None, "llama-server does not serve completions again"
 
 
-def test_a_frozen_worker_is_named_by_its_own_alert_though_its_unit_is_active(docker_hosts):
-    """A worker's RPC process stopped (SIGSTOP: its unit stays active) and a request sent to its cluster: the request's
-    bytes sit unread on the worker, and then those of the llama-server its watchdog restarts. LlamaRpcWorkerNotAnswering
-    names the worker within the rule's path (the worker watchdog's look, the bound, the figures, a scrape), while
-    LlamaRpcServiceDown stays silent; once the worker answers again (let go, or restarted by its own watchdog) the alert
-    resolves and the cluster serves."""
+def test_a_frozen_worker_is_named_by_its_own_alert_and_restarted_by_its_watchdog(docker_hosts):
+    """A worker's RPC process stopped (SIGSTOP: its unit stays active) and never let go, with a request sent to its
+    cluster: the request's bytes sit unread on the worker, and then the restarted llama-server's connections wait in its
+    queue. LlamaRpcWorkerNotAnswering names the worker within the rule's path (the worker watchdog's look, the bound,
+    the figures, a scrape), while LlamaRpcServiceDown stays silent; the worker's own watchdog kills it (the alert's text
+    says so) within its timeout, systemd starts it again, the alert resolves and the cluster serves, though nobody let
+    the frozen process go."""
     _client, hosts = docker_hosts
     master, worker = hosts[PLAIN_MASTER], hosts[PLAIN_WORKER]
 
@@ -151,24 +166,58 @@ def test_a_frozen_worker_is_named_by_its_own_alert_though_its_unit_is_active(doc
              + int(SETTINGS["monitoring_metrics_interval"]) + 2 * int(SETTINGS["monitoring_scrape_interval"]))
     completion = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
                                              {"prompt": "Hello", "n_predict": 4, "cache_prompt": False})
-    containers.checked_sh(worker, "systemctl kill -s SIGSTOP llama-rpc-worker@main")
+    kills_before = len(worker_kills(worker))
+    frozen_pid = containers.checked_sh(worker, f"systemctl show -p MainPID --value {WORKER_UNIT}")
+    containers.checked_sh(worker, f"systemctl kill -s SIGSTOP {WORKER_UNIT}")
     try:
         containers.checked_sh(master, "systemd-run --unit frozen-worker-request " + shlex.join(completion))
         alerts, took = until(lambda: firing("LlamaRpcWorkerNotAnswering"), bound + 30)
         assert took is not None, prometheus(master, "query", query="llama_rpc_worker_unanswered_seconds")["result"]
         assert alerts[0]["labels"]["worker_instance"] == "main" and PLAIN_WORKER in alerts[0]["annotations"]["summary"], alerts
+        assert "Its watchdog restarts it after rpc_worker_watchdog_timeout of this, with a client connected or none" in \
+            alerts[0]["annotations"]["description"], alerts
         print(f"a frozen worker was named {took:.1f} s after it froze (the rule's path: {bound} s, and the restarts of "
               "llama-server its stall caused)")
         assert not firing("LlamaRpcServiceDown"), "the unit of a frozen worker is active: only its own alert is right"
+        kills, took = until(lambda: worker_kills(worker)[kills_before:], 2 * int(SETTINGS["rpc_worker_watchdog_timeout"]) + 30)
+        assert took is not None and any(sign in kills[0] for sign in WATCHDOG_KILLS), worker_kills(worker)[-3:]
+        print(f"its watchdog killed it {took:.1f} s after the alert: {kills[0]}")
+        assert containers.checked_sh(worker, f"systemctl show -p MainPID --value {WORKER_UNIT}") != frozen_pid
     finally:
-        containers.checked_sh(worker, "systemctl kill -s SIGCONT llama-rpc-worker@main")
+        # a no-op once the watchdog has killed the frozen process; lets it go if the test failed before
+        containers.sh(worker, f"systemctl kill -s SIGCONT {WORKER_UNIT}")
     _gone, took = until(lambda: not firing("LlamaRpcWorkerNotAnswering"), 60)
     assert took is not None, firing("LlamaRpcWorkerNotAnswering")
-    print(f"resolved {took:.1f} s after it was let go")
-    probe = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", KEY,
-                                        {"prompt": "Hello", "n_predict": 1, "cache_prompt": False})
-    _answer, took = until(lambda: llama_cpp.answer(containers.run(master, probe)[1].decode())[0] == 200, 180, step=2)
+    print(f"resolved {took:.1f} s after the watchdog's kill")
+    assert serves_again(master) is not None, "llama-server does not serve completions again"
+
+
+def test_a_worker_frozen_with_no_client_connected_is_restarted_within_the_watchdogs_timeout(docker_hosts):
+    """No connection open to the worker when it freezes (llama-server stopped), then llama-server started: its start
+    waits for the workers, whose connections sit in the frozen worker's queue, unaccepted. Nothing holds unread bytes on
+    an accepted connection: the watchdog's other sign (no connection accepted, the queue waiting, probes unanswered)
+    kills it within its timeout, and the cluster serves."""
+    _client, hosts = docker_hosts
+    master, worker = hosts[PLAIN_MASTER], hosts[PLAIN_WORKER]
+    timeout, interval = int(SETTINGS["rpc_worker_watchdog_timeout"]), int(SETTINGS["rpc_worker_watchdog_interval"])
+    kills_before = len(worker_kills(worker))
+    containers.checked_sh(master, "systemctl stop llama-server")
+    containers.checked_sh(worker, f"systemctl kill -s SIGSTOP {WORKER_UNIT}")
+    try:
+        frozen_at = time.monotonic()
+        containers.checked_sh(master, "systemctl start --no-block llama-server")
+        kills, took = until(lambda: worker_kills(worker)[kills_before:], timeout + 60)
+        assert took is not None, containers.checked_sh(worker, f"journalctl -u {WORKER_WATCHDOG} --no-pager -o cat -n 5")
+        assert "has accepted no connection" in kills[0], kills
+        # its look every interval, a probe's 3 s, the timeout, and the journal read (a second)
+        assert took <= timeout + 2 * interval + 3 + 2, (took, kills)
+        print(f"a worker frozen with no client was killed {took:.1f} s after llama-server started waiting for it "
+              f"(timeout {timeout} s): {kills[0]}")
+    finally:
+        containers.sh(worker, f"systemctl kill -s SIGCONT {WORKER_UNIT}")
+    took = serves_again(master)
     assert took is not None, "llama-server does not serve completions again"
+    print(f"the cluster serves {time.monotonic() - frozen_at:.1f} s after the freeze")
 
 
 def test_an_outsider_reaches_no_exporter_and_no_prometheus(docker_hosts):
