@@ -8,6 +8,7 @@ them stopped and started again (make molecule SCENARIOS=cluster)."""
 
 import json
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -168,8 +169,9 @@ def test_a_request_wakes_a_stopped_cluster_with_a_client_key_only(gateway):
 
 def test_a_request_right_after_an_idle_stop_is_held_and_wakes_the_cluster(gateway):
     """The idle stop on the master behind the gateway (12 s, a look every 2 s): it tells the gateway first (its wake
-    socket answers the gateway's agent check "down"), and stops llama-server once the gateway has heard. A request 2 s
-    after the stop finds the cluster out, is held, wakes it and gets the master's own tokens: never HAProxy's bare 503.
+    socket answers the gateway's agent check "down"), and stops llama-server once the gateway has heard. Requests 0.5,
+    2 and 5 s after the stop find the cluster out, are held (the first wakes it) until llama-server answers /health,
+    and get the master's own tokens: never HAProxy's bare 503, nor llama-server's "Loading model".
     Then the idle stop is turned off again."""
     master = gateway.master
     expected = json.loads(call(gateway, "/completion", GREEDY)[2])["content"]
@@ -191,10 +193,21 @@ def test_a_request_right_after_an_idle_stop_is_held_and_wakes_the_cluster(gatewa
         journal = sh(master, f"journalctl -u llama-server --since @{since} --no-pager -o short-unix")[1]
         stopping = [float(line.split()[0]) for line in journal.splitlines() if "Stopping " in line]
         assert out and stopping and out[0] <= stopping[-1], (out, stopping)
-        time.sleep(max(0.0, 2 - (time.monotonic() - stopped_at)))
-        status, cluster, body = call(gateway, "/completion", GREEDY, timeout=WAKE_TIMEOUT + 20)
-        assert (status, cluster) == (200, SMALL_MASTER) and json.loads(body)["content"] == expected, (status, body)
-        print(f"a request {time.monotonic() - stopped_at:.1f} s after the idle stop woke the cluster and was answered")
+        # requests 0.5, 2 and 5 s after the stop: the first wakes the cluster, the others come while it starts and loads
+        answers = {}
+
+        def ask(after):
+            time.sleep(max(0.0, after - (time.monotonic() - stopped_at)))
+            answers[after] = call(gateway, "/completion", GREEDY, timeout=WAKE_TIMEOUT + 20) + (time.monotonic() - stopped_at,)
+        askers = [threading.Thread(target=ask, args=(after,)) for after in (0.5, 2, 5)]
+        for asker in askers:
+            asker.start()
+        for asker in askers:
+            asker.join()
+        for after, (status, cluster, body, answered) in sorted(answers.items()):
+            # held until llama-server answers /health, never passed to it while it loads (no "Loading model" 503)
+            assert (status, cluster) == (200, SMALL_MASTER) and json.loads(body)["content"] == expected, (after, status, body)
+            print(f"a request {after} s after the idle stop was held and answered {answered:.1f} s after the stop")
     finally:
         restored = update(gateway.cluster_directory, {})
     assert restored.returncode == 0, (restored.stdout + restored.stderr)[-3000:]

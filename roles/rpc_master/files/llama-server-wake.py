@@ -8,10 +8,12 @@ stdin and stdout). The client sends one line:
   without waiting for them, calls off an idle stop announced to the gateways (llama-server-idle-stop.py), and answers
   "starting" and the state llama-server was in; another line that is not "state" is refused ("refused"), and starts
   nothing. Both are written to the journal with the client's address, never the key.
-- "state": HAProxy's agent check (role gateway). It answers "down" while an idle stop is announced or llama-server is
-  not running, else "up" (the gateway's health checks decide the rest), and notes the time of the check for the idle
-  stop. Nothing is written to the journal (a check comes every few seconds).
-So whoever can reach the port can learn whether llama-server runs, and with the key do one thing: start the
+- "state": HAProxy's agent check (role gateway). It answers "up" only while llama-server serves: its unit is active,
+  no idle stop is announced, and its /health (WAKE_HEALTH_URL) answers 200 within HEALTH_TIMEOUT seconds. While it
+  starts or loads its model (/health answers 503 "Loading model") the answer is "down", so that a gateway holds a
+  request for the wake instead of passing it to a server that cannot answer it yet. It notes the time of the check for
+  the idle stop. Nothing is written to the journal (a check comes every few seconds).
+So whoever can reach the port can learn whether llama-server serves, and with the key do one thing: start the
 llama-server that the last deploy configured, which is what the idle stop stopped. It cannot stop, change or read
 anything else. The key comes from the unit's EnvironmentFile (LLAMA_API_KEY, root only).
 """
@@ -21,8 +23,11 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 MAX_LINE = 1024  # a key is shorter; anything longer is refused unread
+HEALTH_TIMEOUT = 2  # seconds; under the gateway's check timeout
 STATE = b"state"
 ANNOUNCED, ASKED = "idle-stopping", "gateway-asked"  # as llama-server-idle-stop.py names them
 
@@ -37,15 +42,24 @@ def verdict(line, key):
     return bool(key) and hmac.compare_digest(sent, key.encode())
 
 
-def agent_answer(state_dir, active):
-    """The agent check's answer: "down" while a stop is announced or llama-server does not run, else "up". Notes the
+def serves(url, timeout=HEALTH_TIMEOUT):
+    """Whether llama-server's /health answers 200 (it answers 503 while it loads the model)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            return reply.status == 200
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+def agent_answer(state_dir, serving):
+    """The agent check's answer: "down" while a stop is announced or llama-server does not serve, else "up". Notes the
     check's time (ASKED)."""
     try:
         with open(os.path.join(state_dir, ASKED), "w"):
             pass
     except OSError:
         pass  # the directory is made by the idle stop's unit: without an idle stop nobody reads it
-    return "down" if os.path.exists(os.path.join(state_dir, ANNOUNCED)) or not active else "up"
+    return "down" if os.path.exists(os.path.join(state_dir, ANNOUNCED)) or not serving else "up"
 
 
 def main(environ=None, stdin=None, stdout=None, systemctl=("systemctl",)):
@@ -63,7 +77,9 @@ def main(environ=None, stdin=None, stdout=None, systemctl=("systemctl",)):
         return subprocess.run([*systemctl, "is-active", units[0]], check=False, capture_output=True,
                               text=True).stdout.strip() or "unknown"
     if line.rstrip(b"\r\n") == STATE:
-        stdout.write((agent_answer(state_dir, is_active() == "active") + "\n").encode())
+        health_url = environ.get("WAKE_HEALTH_URL", "")
+        serving = is_active() == "active" and bool(health_url) and serves(health_url)
+        stdout.write((agent_answer(state_dir, serving) + "\n").encode())
         stdout.flush()
         return 0
     if not verdict(line, environ.get("LLAMA_API_KEY", "")):
