@@ -72,7 +72,13 @@ def test_the_server_listens_on_the_private_address_only_and_is_sandboxed(small_c
     asked = containers.checked_sh(small_cluster[0][SMALL_WORKER], f"python3 -c \"import socket; s = socket.create_connection(("
                                   f"'{address}', {SMALL_WAKE_PORT}), 5); s.sendall(b'not-the-key\\n'); print(s.recv(64).decode())\"")
     assert asked.strip() == "refused" and sh(master, "systemctl show llama-server -p InvocationID")[1] == before
-    assert "refused a wake from " in sh(master, "journalctl -u 'llama-server-wake@*' --no-pager -o cat")[1]
+    wakes = sh(master, "journalctl -u 'llama-server-wake@*' --no-pager -o cat")[1]
+    assert "refused a wake from " in wakes and "Invalid environment assignment" not in wakes, wakes[-2000:]
+    # the wake's unit as systemd reads it: every unit it starts in one variable, nothing ignored
+    verified = sh(master, "systemd-analyze verify /etc/systemd/system/llama-server-wake@.service 2>&1")
+    assert verified[0] == 0 and "Invalid" not in verified[1], verified
+    environment = sh(master, "systemctl show 'llama-server-wake@x.service' -p Environment --value")[1]
+    assert "WAKE_UNITS=llama-server.service llama-server-watchdog.service" in environment, environment
     unit = sh(master, "systemctl show llama-server -p DynamicUser -p Restart")[1]
     assert "DynamicUser=yes" in unit and "Restart=always" in unit, unit
     analysis = sh(master, "systemd-analyze security llama-server.service --no-pager")[1]
@@ -183,6 +189,8 @@ def assert_unchanged(in_use, run, *messages):
     for message in messages:
         assert message in output, f"{message!r} not in:\n{output[-3000:]}"
     assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+    # the deploy ended, refused: its hold on the idle stop is gone with it
+    assert containers.sh(in_use.master, "test -e /run/llama-rpc-deploy.hold")[0] != 0, "the refused deploy left its hold"
     assert containers.served_files(in_use.master) == in_use.files
     assert worker_cache(in_use.worker) == in_use.cache
     assert greedy(in_use.master) == in_use.answer

@@ -19,6 +19,7 @@ that the workers free its weights. llama-server's start removes the announcement
 (the unit's Environment lines).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -38,12 +39,12 @@ class Idle:
     """How long llama-server has served nothing: no request in progress or waiting, the served counters unmoved."""
 
     def __init__(self, after, now):
-        self.after, self.served, self.since, self.held = after, None, now, False
+        self.after, self.served, self.since, self.held = after, None, now, None
 
-    def observe(self, seen, now, held=False):
-        """seen: Server.figures()'s figures, None (not running, starting or loading) or STUCK; held: a deploy holds the
-        cluster. The seconds idle once they reach the bound, else None. Anything but a figure of an idle server
-        (loading, stopped, stuck, a request, a deploy) starts the clock again."""
+    def observe(self, seen, now, held=None):
+        """seen: Server.figures()'s figures, None (not running, starting or loading) or STUCK; held: the deploy that holds
+        the cluster (deploy_holds()). The seconds idle once they reach the bound, else None. Anything but a figure of an
+        idle server (loading, stopped, stuck, a request, a deploy) starts the clock again."""
         self.held = held
         if seen is None or seen == STUCK or seen["busy"] or held or seen["served"] != self.served:
             self.served = None if seen is None or seen == STUCK else seen["served"]
@@ -63,12 +64,20 @@ def describe(seen):
 
 
 def deploy_holds(path, max_age, now_epoch):
-    """Whether a deploy holds the cluster: its hold file is there and younger than max_age seconds (an older one was
-    left by a deploy that died before its end)."""
+    """Which deploy holds the cluster, in words, or None: its hold file is there and younger than max_age seconds (an
+    older one was left by a deploy that was killed). The deploy writes who runs it, from where and since when (JSON)."""
     try:
-        return now_epoch - os.stat(path).st_mtime < max_age
+        if now_epoch - os.stat(path).st_mtime >= max_age:
+            return None
+        with open(path) as handle:
+            text = handle.read()
     except OSError:
-        return False
+        return None
+    try:
+        who = json.loads(text)
+        return "the deploy by %s on %s since %s" % (who["by"], who["controller"], who["since"])
+    except (ValueError, KeyError, TypeError):
+        return "a deploy (%s)" % (" ".join(text.split())[:80] or "its hold names nobody")
 
 
 class Announcement:
@@ -150,9 +159,23 @@ def stopper(environ, server):
     return server.unit, lambda: stop_services(server.unit)
 
 
-def still_idle(before, after):
-    """Whether the figures read after the announcement show the same idle server as those before it."""
-    return after not in (None, STUCK) and not after["busy"] and after["served"] == before["served"]
+def why_not_stop(outcome, before, after, held, restarted):
+    """Why the stop announced is off, in words, from a second look after the announcement (None: stop now). outcome:
+    Announcement.announce()'s; before, after: Server.figures() before and after it; held: deploy_holds()'s answer now;
+    restarted: whether llama-server was started again meanwhile (another invocation)."""
+    if outcome == "called off":
+        return "a wake called the stop off (a request at a gateway)"
+    if held:
+        return "%s began while the stop was announced" % held
+    if restarted:
+        return "llama-server was started again meanwhile (by someone else): nothing of this idle stop's to stop"
+    if after is None:
+        return "llama-server stopped or is loading meanwhile (by someone else): nothing of this idle stop's to stop"
+    if after == STUCK:
+        return "llama-server's figures do not answer now: its watchdog's business, not an idle stop's"
+    if after["busy"] or after["served"] != before["served"]:
+        return "a request came while the stop was announced (%s)" % describe(after)
+    return None
 
 
 def main(environ=None):
@@ -169,10 +192,11 @@ def main(environ=None):
         time.sleep(interval)
         watched = server.invocation()
         seen = server.figures() if watched else None
-        was_held, held = idle.held, bool(hold) and deploy_holds(hold, hold_max, time.time())
+        was_held = idle.held
+        held = deploy_holds(hold, hold_max, time.time()) if hold else None
         if held != was_held:
-            log("a deploy holds the cluster (%s): no idle stop until it ends" % hold if held else
-                "no deploy holds the cluster: the idle clock runs")
+            log("%s holds the cluster (%s): no idle stop until it ends" % (held, hold) if held else
+                "%s ended: no deploy holds the cluster, the idle clock runs" % was_held)
         idle_for = idle.observe(seen, time.monotonic(), held)
         if idle_for is None:
             continue
@@ -180,13 +204,15 @@ def main(environ=None):
         outcome = announcement.announce()
         if outcome != "nobody":
             log("the stop announced to the gateways: %s" % outcome)
-        if outcome == "called off" or not still_idle(seen, server.figures()):
-            announcement.withdraw()
-            log("a request came while the stop was announced: the cluster serves on")
-        elif server.invocation() == watched and stop():
+        # a second look: a deploy, a request or someone else may have come while the gateways were told
+        now_watched = server.invocation()
+        why = why_not_stop(outcome, seen, server.figures() if now_watched else None,
+                           deploy_holds(hold, hold_max, time.time()) if hold else None, now_watched != watched)
+        if why is None and stop():
             time.sleep(interval)
         else:
             announcement.withdraw()
+            log("not stopped: %s. The cluster serves on." % (why or "the stop failed"))
         idle.forget(time.monotonic())
 
 
