@@ -6,6 +6,8 @@ only its end."""
 
 from pathlib import Path
 
+import pytest
+
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
@@ -61,3 +63,27 @@ def test_a_reason_loses_only_its_trailing_dots_and_spaces():
                       "inventory_hostname": "host", "common_missing_packages": ["llama-tools"],
                       "common_packages_instead": "an image that has them"})
     assert "No package matching 'llama-tools' is available. The host needs" in " ".join(message.split()), message
+
+
+UNCHANGED = "Nothing the master serves changed: llama-server still serves /var/lib/llama-models/tiny/tiny.gguf."
+REFUSALS = [
+    ("roles/rpc_master/tasks/_cluster_check.yml", "Say why the new settings are refused, and that the master serves on as it was",
+     "Pre-flight failed: "),
+    ("roles/rpc_master/tasks/_preflight.yml", "Say why the model cannot be fetched, and that nothing served changed", ""),
+    ("roles/rpc_master/tasks/_model.yml", "Say why the model is not on the master, and that nothing served changed",
+     "The model (https://h/m.gguf) was not fetched to master: "),
+    ("roles/rpc_master/tasks/_draft.yml", "Say why the draft is not on the master, and that nothing served changed",
+     "The draft model (https://h/m.gguf) is not on master: "),
+]
+
+
+@pytest.mark.parametrize("task_file, name, opening", REFUSALS, ids=[refusal[0].rsplit("/", 1)[1] for refusal in REFUSALS])
+@pytest.mark.parametrize("reason", ["llama.cpp's projection of the model failed: failed to load model",
+                                    "llama.cpp's projection of the model failed: failed to load model.",
+                                    "llama.cpp's projection of the model failed: failed to load model.\n"])
+def test_a_refusal_is_two_sentences_whatever_its_reason_ends_with(task_file, name, opening, reason):
+    """The reason (llama.cpp's words end with no full stop) and the statement that nothing changed never run together."""
+    message = render(task_file, name, {"ansible_failed_result": {"msg": reason}, "_rpc_master_unchanged": UNCHANGED,
+                                       "rpc_master_model_src": "https://h/m.gguf", "rpc_master_spec_draft_src": "https://h/m.gguf",
+                                       "inventory_hostname": "master"})
+    assert " ".join(message.split()) == opening + "llama.cpp's projection of the model failed: failed to load model. " + UNCHANGED
