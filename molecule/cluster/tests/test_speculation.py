@@ -1,11 +1,12 @@
 """Speculative decoding's refusals on a cluster that speculates (cluster_b: draft-simple with a draft of its own model,
 molecule.yml): an update to a draft of another vocabulary (llama-server would drop it and serve without speculation)
 and to a draft URL that fails are each refused before any change, named, with llama-server, its settings and the
-served files as they were. (The text with and without speculation: test_monitoring.py; a draft lost from disk:
+served files as they were, the refused draft not placed, and no hold on the idle stop left behind. (The text with and without speculation: test_monitoring.py; a draft lost from disk:
 tests/integration/test_rpc_master_alone.py.)
 
 What a test reads or does on a host goes through docker."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -26,6 +27,8 @@ CLUSTER = "cluster_b"
 [MASTER] = RUNNER.get_hosts("cluster_b_master")
 SETTINGS = RUNNER.get_variables(MASTER)
 DRAFT_HOST = SETTINGS["rpc_master_spec_draft_src"].rsplit("/", 1)[0]  # the scenario's model host, as the master sees it
+DRAFTS = "/var/lib/llama-models/drafts"  # rpc_master_models_dir/drafts: the drafts fetched as releases
+HOLD = "/run/llama-rpc-deploy.hold"  # a deploy's hold on the idle stop (roles/rpc_master/tasks/plan.yml)
 
 
 @pytest.fixture(scope="module", name="master")
@@ -54,16 +57,22 @@ def test_the_cluster_speculates_before_the_updates(master):
 
 
 def test_a_draft_of_another_vocabulary_is_refused_before_any_change(master, tmp_path):
+    """Fetched from the model host (its checksum right), so it comes as a release: the plan refuses it, and it is never
+    placed (it stays staged, as a refused model does); the deploy's hold on the idle stop is gone."""
     foreign = tiny_model.write_model(tmp_path / "other-vocab.gguf", vocab=400)
-    containers.checked_sh(master, "mkdir -p /srv/drafts")
-    master.put_archive("/srv/drafts", containers.tar_of(foreign))
+    master.put_archive("/srv/model-source", containers.tar_of(foreign))
     before = serving(master)
-    output, returncode = update(rpc_master_spec_type="draft-simple", rpc_master_spec_draft_src="/srv/drafts/other-vocab.gguf",
+    output, returncode = update(rpc_master_spec_type="draft-simple", rpc_master_spec_draft_src=DRAFT_HOST + "/other-vocab.gguf",
+                                rpc_master_spec_draft_sha256=hashlib.sha256(foreign.read_bytes()).hexdigest(),
                                 rpc_master_spec_draft_sha256sums="")
     assert returncode != 0 and "the draft model cannot draft for the model: their EOS tokens differ (261 in the model " \
-        "(tiny), 399 in the draft (other-vocab))" in output, output[-3000:]
-    assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+        "(tiny), 399 in the draft (other-vocab)). Nothing the master serves changed: llama-server still serves" in output, \
+        output[-3000:]
     assert serving(master) == before
+    drafts = containers.checked_sh(master, f"ls -A {DRAFTS}")
+    assert not [name for name in drafts.split() if name.startswith("other-vocab")], drafts
+    assert "other-vocab-" in containers.checked_sh(master, f"ls -A {DRAFTS}/.incoming"), "fetched and staged, not placed"
+    assert containers.sh(master, f"test -e {HOLD}")[0] != 0, "the refused deploy left its hold on the idle stop"
 
 
 def test_a_draft_url_that_fails_is_refused_by_its_variables_before_any_change(master):
@@ -75,3 +84,4 @@ def test_a_draft_url_that_fails_is_refused_by_its_variables_before_any_change(ma
         and "is not at its source (HTTP 404): check rpc_master_spec_draft_src" in output, output[-3000:]
     assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
     assert serving(master) == before
+    assert containers.sh(master, f"test -e {HOLD}")[0] != 0, "the refused deploy left its hold on the idle stop"
