@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws.regions import region_problem
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import problems as address_problems
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import whole, in_range, sentences
 
@@ -15,8 +16,14 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.com
 def _aws_cluster_identity(s, purpose):
     """The region and the name a cluster is found by in AWS (its tags), for provisioning and for teardown alike."""
     found = []
+    extra = s.get("aws_infra_regions_extra") or []
+    if not isinstance(extra, list) or not all(isinstance(name, str) and name for name in extra):
+        found.append("aws_infra_regions_extra=%r: give a list of region names, for example [eu-south-3]." % (extra,))
+        extra = []
     if not s["aws_infra_region"]:
         found.append("aws_infra_region is empty: set the region %s (for example us-east-1)." % purpose)
+    else:
+        found += [problem for problem in [region_problem(s["aws_infra_region"], extra)] if problem]
     if not re.fullmatch(r"[a-z][a-z0-9-]{1,30}[a-z0-9]", str(s["aws_infra_cluster_name"])):
         found.append("aws_infra_cluster_name='%s': use 3 to 32 lowercase letters, digits and dashes, starting with a "
                      "letter (it names and tags everything)." % s["aws_infra_cluster_name"])

@@ -38,7 +38,13 @@ AWS_CASES = {
     "no admin CIDR": ({"aws_infra_admin_cidr": ""}, "aws_infra_admin_cidr is empty: set it to the addresses that may reach SSH"),
     "volume throughput above gp3's": ({"aws_infra_volume_throughput_mib_s": 2001, "aws_infra_volume_iops": 16000},
                                       "aws_infra_volume_throughput_mib_s=2001: gp3 takes 125 to 2000."),
-    "IAM names over 64 characters": ({"aws_infra_idle_stop": True, "aws_infra_region": "us-east-1-" + "x" * 30},
+    "a region that is not one": ({"aws_infra_region": "mars-1"},
+                                 "aws_infra_region='mars-1' is not an AWS region: the controller's botocore"),
+    "a region misspelt": ({"aws_infra_region": "eu-west-l"}, "(the nearest: eu-west-1, "),
+    "extra regions that are no list": ({"aws_infra_regions_extra": "eu-south-3"},
+                                       "aws_infra_regions_extra='eu-south-3': give a list of region names"),
+    "IAM names over 64 characters": ({"aws_infra_idle_stop": True, "aws_infra_region": "us-east-1-" + "x" * 30,
+                                      "aws_infra_regions_extra": ["us-east-1-" + "x" * 30]},
                                      "the IAM names made for cluster bad-input (llama-rpc-<cluster>-<region>-stop) would "
                                      "be 65 characters, over IAM's 64"),
     "IOPS above gp3's": ({"aws_infra_volume_iops": 20000}, "aws_infra_volume_iops=20000: gp3 takes 3000 to 16000."),
@@ -152,3 +158,16 @@ def test_aws_infra_teardown_and_provisioning_refuse_the_same_names():
         provision = [p for p in refusals("aws_infra", AWS, {"aws_infra_cluster_name": name}) if "cluster_name" in p]
         teardown = input_problems({"aws_infra_region": "us-east-1", "aws_infra_cluster_name": name}, "aws_infra_teardown")
         assert provision == teardown, (name, provision, teardown)
+
+
+@pytest.mark.parametrize("rules, context", [("aws_infra", AWS), ("aws_infra_teardown", {"aws_infra_cluster_name": "bad-input"}),
+                                            ("aws_infra_power", {"aws_infra_cluster_name": "bad-input"})])
+def test_a_region_is_one_botocore_lists_or_one_the_user_adds_for_every_entry_point(rules, context):
+    """mars-1 reached AWS before: a raw HTTP 500 under moto, a failure that blamed the credentials against AWS. It is
+    refused before any call, in provision, stop, start and teardown alike; a region newer than the SDK is listed."""
+    refused = refusals(rules, context, {"aws_infra_region": "mars-1"})
+    assert len(refused) == 1 and "aws_infra_region='mars-1' is not an AWS region" in refused[0] \
+        and "add its name to aws_infra_regions_extra" in refused[0], refused
+    assert refusals(rules, context, {"aws_infra_region": "mars-1", "aws_infra_regions_extra": ["mars-1"]}) == []
+    for region in ("eu-west-1", "us-gov-west-1", "cn-north-1", "ap-southeast-2"):  # every partition botocore knows
+        assert refusals(rules, context, {"aws_infra_region": region}) == [], region
