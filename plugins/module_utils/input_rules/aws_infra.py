@@ -36,10 +36,17 @@ def aws_infra_teardown(settings):
     return sentences(_aws_cluster_identity(settings, "of the cluster to delete"))
 
 
+def _ssh_timeout(s):
+    if not in_range(s.get("aws_infra_ssh_timeout", 600), 1, 86400):
+        return ["aws_infra_ssh_timeout=%s: set the seconds to wait for SSH on the master, from 1 to 86400."
+                % s["aws_infra_ssh_timeout"]]
+    return []
+
+
 def aws_infra_power(settings):
     """aws_infra's rules for stopping and starting a cluster (tasks_from: power.yml): the region and the name its
-    instances are found by, and the state asked for."""
-    found = _aws_cluster_identity(settings, "of the cluster to stop or start")
+    instances are found by, the state asked for, and how long a start waits for SSH."""
+    found = _aws_cluster_identity(settings, "of the cluster to stop or start") + _ssh_timeout(settings)
     if settings["aws_infra_power"] == "running":
         found.append("aws_infra_power='running': the word is started now, as rpc_master_power and rpc_worker_power "
                      "say (playbooks/start.yml sets it).")
@@ -69,6 +76,7 @@ def aws_infra(settings):
          "version": 4, "version_reason": "the VPC has IPv4 only.", "private": True,
          "private_reason": "llama-server speaks plain HTTP, so its API key would cross the internet in clear: admit "
                            "private networks only (a TLS-terminating load balancer's subnets in the VPC, a peered VPC, a VPN)."}])
+    found += _ssh_timeout(s)
     if not s["aws_infra_key_name"]:
         found.append("aws_infra_key_name is empty: set it to the name of an EC2 key pair in %s, for SSH." % s["aws_infra_region"])
     if not in_range(s["aws_infra_worker_count"], 1, whole(s["max_workers"])):

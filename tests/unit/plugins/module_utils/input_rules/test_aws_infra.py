@@ -51,6 +51,7 @@ AWS_CASES = {
     "throughput the IOPS cannot carry": ({"aws_infra_volume_throughput_mib_s": 1000, "aws_infra_volume_iops": 3000},
                                          "set aws_infra_volume_iops to at least 4000"),
     "no region": ({"aws_infra_region": ""}, "aws_infra_region is empty: set the region"),
+    "an SSH wait of 0 s": ({"aws_infra_ssh_timeout": 0}, "aws_infra_ssh_timeout=0: set the seconds to wait for SSH"),
     "a cluster name with capitals": ({"aws_infra_cluster_name": "My-Cluster"},
                                      "aws_infra_cluster_name='My-Cluster': use 3 to 32 lowercase letters"),
     "no key pair": ({"aws_infra_key_name": ""}, "aws_infra_key_name is empty: set it to the name of an EC2 key pair in us-east-1"),
