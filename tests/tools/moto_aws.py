@@ -90,6 +90,55 @@ def volumes_name_their_snapshot():
     elastic_block_store.Volume.__init__ = init
 
 
+def placement_groups():
+    """moto 5.2 has no placement-group API (its calls answer HTTP 500). This answers CreatePlacementGroup (with its
+    tags), DescribePlacementGroups (by name, by the filters group-name and tag:KEY) and DeletePlacementGroup as AWS does,
+    per account and region, so that aws_infra's managed group and teardown's check of its tag are tested."""
+    import secrets  # pylint: disable=import-outside-toplevel
+    from moto.core.responses import ActionResult  # pylint: disable=import-outside-toplevel
+    from moto.ec2.exceptions import EC2ClientError  # pylint: disable=import-outside-toplevel
+    from moto.ec2.responses import EC2Response  # pylint: disable=import-outside-toplevel
+    made = {}  # (account, region) -> {name: group}
+
+    def groups(self):
+        return made.setdefault((self.current_account, self.region), {})
+
+    def create_placement_group(self):
+        name = self._get_param("GroupName")  # pylint: disable=protected-access
+        if name in groups(self):
+            raise EC2ClientError("InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists.")
+        tags = self._parse_tag_specification("placement-group").get("placement-group", {})  # pylint: disable=protected-access
+        group = {"GroupName": name, "State": "available", "Strategy": self._get_param("Strategy"),  # pylint: disable=protected-access
+                 "GroupId": "pg-" + secrets.token_hex(8), "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        groups(self)[name] = group
+        return ActionResult({"PlacementGroup": group})
+
+    def describe_placement_groups(self):
+        names = self._get_param("GroupNames", [])  # pylint: disable=protected-access
+        filters = self._filters_from_querystring()  # pylint: disable=protected-access
+        missing = [name for name in names if name not in groups(self)]
+        if missing:
+            raise EC2ClientError("InvalidPlacementGroup.Unknown", f"The Placement Group '{missing[0]}' is unknown.")
+
+        def chosen(group):
+            tags = {tag["Key"]: tag["Value"] for tag in group["Tags"]}
+            return ((not names or group["GroupName"] in names)
+                    and all(group["GroupName"] in values if key == "group-name" else
+                            tags.get(key[4:]) in values if key.startswith("tag:") else True
+                            for key, values in filters.items()))
+        return ActionResult({"PlacementGroups": [group for group in groups(self).values() if chosen(group)]})
+
+    def delete_placement_group(self):
+        name = self._get_param("GroupName")  # pylint: disable=protected-access
+        if groups(self).pop(name, None) is None:
+            raise EC2ClientError("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+        return ActionResult({})
+
+    EC2Response.create_placement_group = create_placement_group
+    EC2Response.describe_placement_groups = describe_placement_groups
+    EC2Response.delete_placement_group = delete_placement_group
+
+
 def load_images():
     """Has moto read IMAGES: its AMI module reads the file MOTO_AMIS_PATH names when it is imported, and later only
     asks whether the variable is set. So the file is removed at once (each server left one in /tmp before)."""
@@ -107,6 +156,7 @@ def serve(port, pidfile=None, consoles=()):
     os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
     load_images()
     volumes_name_their_snapshot()
+    placement_groups()
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel
 

@@ -24,7 +24,7 @@ TAG = "graviton.llama_rpc/cluster"
 ENV = dict(os.environ, AWS_URL=ENDPOINT, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
            AWS_DEFAULT_REGION="us-east-1")
 BASE = {"aws_infra_region": REGION, "aws_infra_cluster_name": CLUSTER, "aws_infra_admin_cidr": "198.51.100.7/32",
-        "aws_infra_key_name": "molecule-key", "aws_infra_wait_for_ssh": False, "aws_infra_placement_group_managed": False,
+        "aws_infra_key_name": "molecule-key", "aws_infra_wait_for_ssh": False,
         "aws_infra_rpc_port": 50099, "aws_infra_server_port": 8099,
         "aws_infra_server_allowed_sources": ["10.42.0.0/16", "10.60.0.7"]}
 RPC_PORT = 50099  # not llama.cpp's default: it must reach the security group, the workers' tag and the inventory
@@ -90,7 +90,7 @@ def test_instances_imdsv2_encrypted_private_workers_placement_and_tags():
     assert master[0]["InstanceType"] == "c8g.8xlarge" and {worker["InstanceType"] for worker in workers} == {"c8g.4xlarge"}
     for instance in master + workers:
         assert instance["MetadataOptions"]["HttpTokens"] == "required"
-        # moto 5.2 implements no placement groups and drops the instances' group: not checkable here.
+        # moto 5.2 drops the instances' placement group: the group itself is checked below (tests/tools/moto_aws.py).
         # It also drops a block device's Throughput and Iops: the volumes' provisioned performance is not checkable here.
         tags = {tag["Key"]: tag["Value"] for tag in instance["Tags"]}
         assert tags[TAG] == CLUSTER and tags["managed-by"] == "graviton.llama_rpc" and "graviton.llama_rpc/expires" in tags
@@ -99,6 +99,8 @@ def test_instances_imdsv2_encrypted_private_workers_placement_and_tags():
             # 30 GiB and the model (40 GB); the master twice the model (the served one and the next, fetched beside it)
             expected = 110 if instance in master else 70
             assert volume["Encrypted"] and volume["VolumeType"] == "gp3" and volume["Size"] == expected
+    [group] = ec2().describe_placement_groups(GroupNames=[CLUSTER])["PlacementGroups"]
+    assert group["Strategy"] == "cluster" and {tag["Key"]: tag["Value"] for tag in group["Tags"]}[TAG] == CLUSTER, group
     assert master[0].get("PublicIpAddress")
     for worker in workers:
         assert not worker.get("PublicIpAddress"), worker["InstanceId"]
@@ -415,6 +417,7 @@ def test_teardown_removes_the_cluster_and_spares_the_decoys():
     assert client.describe_subnets(Filters=cluster_filter())["Subnets"] == []
     assert client.describe_internet_gateways(Filters=cluster_filter())["InternetGateways"] == []
     assert client.describe_route_tables(Filters=cluster_filter())["RouteTables"] == []
+    assert client.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [CLUSTER]}])["PlacementGroups"] == []
     assert IDLE_STOP_ROLE not in [role["RoleName"] for role in iam().list_roles()["Roles"]]
     assert IDLE_STOP_ROLE not in [profile["InstanceProfileName"] for profile in iam().list_instance_profiles()["InstanceProfiles"]]
     assert WAKE_POLICY not in [policy["PolicyName"] for policy in iam().list_policies(Scope="Local")["Policies"]]

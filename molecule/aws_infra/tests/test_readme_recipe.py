@@ -1,6 +1,7 @@
 """The README's 70B recipe, as written: its variables file and its commands, taken from README.md and run against
 moto (provision, the shipped inventory lists the cluster, teardown). Only what moto lacks is added: no SSH answers on
-its instances, and it has no placement-group API."""
+its instances. The cluster is placed in a placement group someone else made (shared, aws_infra_placement_group_managed
+false at provision), which the README's teardown, run as written, must leave in place: it does not carry the tag."""
 
 import json
 import os
@@ -18,7 +19,8 @@ ENDPOINT = "http://127.0.0.1:5123"
 # The user's default region is not the README's: the cluster must be found where cluster.yml put it.
 ENV = dict(os.environ, AWS_URL=ENDPOINT, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
            AWS_DEFAULT_REGION="eu-west-1", ANSIBLE_INJECT_FACT_VARS="False")
-MOTO_LACKS = ["-e", json.dumps({"aws_infra_wait_for_ssh": False, "aws_infra_placement_group_managed": False})]
+MOTO_LACKS = ["-e", json.dumps({"aws_infra_wait_for_ssh": False})]
+SHARED_GROUP = ["-e", json.dumps({"aws_infra_placement_group_managed": False})]
 
 
 def readme_block(language, first_line):
@@ -51,8 +53,10 @@ def test_the_readme_recipe_provisions_and_the_shipped_inventory_lists_the_cluste
                        aws_secret_access_key="testing")
     ec2.create_key_pair(KeyName=cluster["aws_infra_key_name"])  # "an EC2 key pair in the region": the user's part
 
+    # someone else's placement group of the cluster's name, which this cluster shares
+    ec2.create_placement_group(GroupName=name, Strategy="cluster")
     [provision] = readme_commands("graviton.llama_rpc.provision")
-    done = run(provision + " " + shlex.join(MOTO_LACKS), tmp_path)
+    done = run(provision + " " + shlex.join(MOTO_LACKS + SHARED_GROUP), tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]
     assert f"Cluster {name} in {region}" in done.stdout and "Running: $" in done.stdout
 
@@ -75,6 +79,10 @@ def test_the_readme_recipe_provisions_and_the_shipped_inventory_lists_the_cluste
     [teardown] = readme_commands("graviton.llama_rpc.teardown")
     gone = run(teardown + " " + shlex.join(MOTO_LACKS), tmp_path)
     assert gone.returncode == 0, gone.stdout[-3000:]
+    assert [group["GroupName"] for group in ec2.describe_placement_groups()["PlacementGroups"]] == [name]
+    assert (f"{name} is left in place: it does not carry the tag graviton.llama_rpc/cluster={name}, so someone else made "
+            "it") in gone.stdout, gone.stdout[-3000:]
+    ec2.delete_placement_group(GroupName=name)
     left = ec2.describe_instances(Filters=[{"Name": "tag:graviton.llama_rpc/cluster", "Values": [name]},
                                            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
     assert left["Reservations"] == []
