@@ -611,7 +611,9 @@ def test_an_idle_cluster_stops_itself_but_never_during_a_request(in_use):
                              r"n_decode_total \d+, .*tokens_predicted_total \d+)\): stopping the cluster", journal)
         assert decision and 12 <= int(decision.group(1)) <= 16, journal
         print(f"idle stop: llama-server stopped {stopped_after:.0f} s after the request ended; the journal: {decision.group(0)}")
-        assert 12 <= stopped_after <= 20, (stopped_after, journal)
+        # the server saw the stream end before this test did (the client reads the last chunk, then joins its thread):
+        # up to one look (2 s) earlier than 12 s from here
+        assert 12 - 2 <= stopped_after <= 20, (stopped_after, journal)
     finally:
         restored = update(in_use.directory, {})
     assert restored.returncode == 0, (restored.stdout + restored.stderr)[-3000:]
