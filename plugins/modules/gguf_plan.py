@@ -83,6 +83,17 @@ options:
         instead, started on the master's loopback for its duration (transient systemd units), for the plan of a model
         whose workers a running llama-server holds. Their memory is O(workers)' figures, as always.
     type: dict
+  split_mode:
+    description:
+      - How llama.cpp splits the model across the workers (C(--split-mode)). V(layer), its default, puts whole layers on
+        each node, which a token visits in turn. V(tensor) puts a share of every layer on every worker, which they
+        compute at once (the master's CPU holds the input layer only). It is refused for an architecture llama.cpp does
+        not split so, for one worker, and for more workers than the model has KV heads; it needs O(projection), and
+        each worker's need is its share of llama.cpp's projection (a bound never below what llama.cpp allocates there;
+        attention is shared in whole KV heads, the FFN in blocks of 128 columns). No first load is predicted for it.
+    type: str
+    choices: [layer, tensor]
+    default: layer
   draft:
     description:
       - The draft model of speculative decoding, which llama-server keeps on the master's own CPU beside the model, given by
@@ -207,9 +218,10 @@ import contextlib
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import llama_fit, load_time
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import llama_fit, load_time, tensor_split
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative, tensor_cache
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import PROMPT_CACHE, PlanError, human, plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import (PROMPT_CACHE, PlanError, human, plan,
+                                                                                      tensor_plan)
 
 
 def meminfo(server_pid=0):
@@ -254,11 +266,13 @@ def projector_for(module, params, model_path, stand_ins=None):
         try:
             projected = llama_fit.project(module.run_command, program, model_path,
                                           [stand_ins.get(endpoint, endpoint) for endpoint in endpoints], gpu_layers, split,
-                                          context, slots, flash_attn, timeout=int(options.get("timeout") or 300))
+                                          context, slots, flash_attn, timeout=int(options.get("timeout") or 300),
+                                          split_mode=params["split_mode"])
         except llama_fit.ProjectionError as error:
             raise PlanError("llama.cpp's projection of the model failed: %s" % error)
-        projected["workers"] = {worker_of.get(endpoint, endpoint): figures
-                                for endpoint, figures in projected["workers"].items()}
+        if "workers" in projected:
+            projected["workers"] = {worker_of.get(endpoint, endpoint): figures
+                                    for endpoint, figures in projected["workers"].items()}
         return projected
 
     return project
@@ -308,6 +322,7 @@ def main():
             master_reserved_bytes=dict(type="int", default=0),
             projection=dict(type="dict"),
             draft=dict(type="dict"),
+            split_mode=dict(type="str", choices=["layer", "tensor"], default="layer"),
             plan=dict(type="dict"),
             load_figures=dict(type="dict"),
         ),
@@ -338,6 +353,11 @@ def main():
     info = {key: value for key, value in shape.items() if key not in ("layer_bytes", "kv")}
     info.update(file_size=model["file_size"], parts=[part["path"] for part in model["parts"]],
                 base_name=gguf.set_base_name(params["path"]))
+    if params["split_mode"] == "tensor" and workers:
+        refused = tensor_split.problems(shape["architecture"], shape["kv_heads_min"] or None, len(workers),
+                                        "the model (%s)" % info["base_name"])
+        if refused:
+            module.fail_json(msg=" ".join(refused), model=info)
     if not workers and not params["plan"]:
         module.exit_json(changed=False, model=info, plan=None)
     if params["plan"]:
@@ -358,8 +378,14 @@ def main():
                     reserved_what = ("%s %s and the draft model" % (PROMPT_CACHE, human(reserved))
                                      if reserved else "the draft model")
                     reserved += draft["bytes"]
-                result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],
-                              params["slots"], projector=projector, master_reserved=reserved, reserved_what=reserved_what)
+                if params["split_mode"] == "tensor":
+                    result = tensor_plan(shape, tensor_split.worker_bounds(model, shape, len(workers)), context, workers,
+                                         master, params["memory_fraction"], params["slots"], projector=projector,
+                                         master_reserved=reserved, reserved_what=reserved_what)
+                else:
+                    result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],
+                                  params["slots"], projector=projector, master_reserved=reserved,
+                                  reserved_what=reserved_what)
                 if draft:
                     result["draft"] = draft
         except llama_fit.ProjectionError as error:
@@ -367,7 +393,7 @@ def main():
         except (PlanError, ValueError) as error:
             module.fail_json(msg=str(error), model=info)
     load = None
-    if params["load_figures"]:
+    if params["load_figures"] and result.get("split_mode", "layer") == "layer":
         figures = params["load_figures"]
         missing = [key for key in ("master_disk_read", "worker_disk_read", "worker_disk_write", "network_rate")
                    if not figures.get(key)]

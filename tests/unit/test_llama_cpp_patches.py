@@ -83,3 +83,21 @@ def test_the_known_hashes_patch_keeps_the_hash_and_the_messages():
     for key in ('"identity"', '"tensors"', '"path"', '"offset"', '"size"', '"hash"', '"digest"'):
         assert 'at(%s)' % key in "\n".join(added), key
     assert "GGML_RPC_HASH_RECORD" in text
+
+
+def test_the_tensor_parallel_patch_keeps_the_messages_and_offers_the_meta_backends_hook():
+    """A stock worker serves a master with rpc_tensor_parallel: no RPC command added, no message or hash changed; it
+    offers ggml-backend-meta.cpp's allreduce hook under the names the meta backend asks for, and a 2-D set."""
+    text = (PATCHES / "b11312" / "rpc_tensor_parallel.patch").read_text()
+    text = text[text.index("\n--- a/"):]  # the diff, after the header's own dashes
+    removed = [line[1:] for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = "\n".join(line[1:] for line in text.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    assert [line.strip() for line in removed] == ["/* .set_tensor_2d   = */ NULL,"]
+    assert "RPC_CMD_" not in added and "RPC_PROTO" not in added and "fnv" not in added.lower()
+    for hook in ("ggml_backend_comm_init", "ggml_backend_comm_free", "ggml_backend_comm_allreduce_tensor"):
+        assert 'std::strcmp(name, "%s") == 0' % hook in added, hook
+    assert "/* .set_tensor_2d   = */ ggml_backend_rpc_buffer_set_tensor_2d," in added
+    # the names the pinned meta backend looks the hook up by
+    meta = tarfile.open(ARCHIVE).extractfile(f"{SUBDIR}/ggml/src/ggml-backend-meta.cpp").read().decode()
+    for hook in ("ggml_backend_comm_init", "ggml_backend_comm_free", "ggml_backend_comm_allreduce_tensor"):
+        assert '"%s"' % hook in meta, hook

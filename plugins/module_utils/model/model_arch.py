@@ -154,6 +154,8 @@ def shape(model):
         "embedding_length": embd,
         "heads": head_count,
         "kv_heads": max(kv_heads) if kv_heads else 0,
+        # the fewest KV heads of an attention layer: tensor parallelism splits attention in whole KV heads
+        "kv_heads_min": min((kv_heads[il] for il in range(trunk) if kv[il] and "k" in kv[il]), default=0),
         "feed_forward_length": number("feed_forward_length", 4 * embd),
         "expert_count": number("expert_count", 0),
         "context_length": number("context_length", 0),

@@ -22,6 +22,7 @@ with a projector they are checked against llama.cpp's; the master's are llama.cp
 from __future__ import annotations
 
 import bisect
+import math
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws import instance_types
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_arch
@@ -301,3 +302,61 @@ def plan(shape, context, ubatch, workers, master, fraction, slots=1, projector=N
          reserved_what=PROMPT_CACHE):
     """The plan for the most slots, then the most layers on the workers, that fits; or PlanError with the numbers."""
     return Planner(shape, context, ubatch, workers, master, fraction, projector, master_reserved, reserved_what).plan(slots)
+
+
+def tensor_plan(shape, bounds, context, workers, master, fraction, slots=1, projector=None, master_reserved=0,
+                reserved_what=PROMPT_CACHE):
+    """The plan in tensor mode (--split-mode tensor): every layer on the workers, each worker a share of each layer; the
+    master's CPU holds the input layer only (llama.cpp skips it for tensor parallelism). The most slots asked for that
+    fit. bounds: tensor_split.worker_bounds' dict (the busiest worker's weights); projector(endpoints, gpu_layers,
+    split, context, slots) -> llama_fit.parse_tensor's dict: llama.cpp's projection, whose "meta" row is the whole of
+    the workers' caches (split in KV heads: bounds' kv_fraction on the busiest) and one worker's compute buffer."""
+    if projector is None:
+        raise PlanError("tensor mode is planned with llama.cpp's projection, which runs on the master with llama_build's "
+                        "build (llama-fit-params in llama_build_targets) and its workers up")
+    if not workers:
+        raise PlanError("tensor mode needs workers")
+    nodes = [dict(worker, usable=usable_bytes(worker["free"], worker["total"], fraction)) for worker in workers]
+    master_usable = usable_bytes(master["free"], master["total"], fraction)
+    tried = []
+    for slot_count in range(slots, 0, -1):
+        projected = projector([worker["endpoint"] for worker in workers], ALL_LAYERS, [], context * slot_count, slot_count)
+        meta, host = projected["meta"], projected["master"]
+        kv = int(math.ceil(meta["context"] * bounds["kv_fraction"]))
+        described = []
+        for node in nodes:
+            need = bounds["weights"] + kv + meta["compute"]
+            described.append({
+                "name": node["endpoint"], "layers": [0, shape["layers"] - 1], "layer_count": shape["layers"],
+                "output": True, "weights_bytes": bounds["weights"], "kv_bytes": kv, "compute_bytes": meta["compute"],
+                "need_bytes": need, "usable_bytes": node["usable"],
+                "use_ratio": round(float(need) / node["usable"], 3) if node["usable"] else None, "figures": "llama.cpp"})
+        master_need = host["model"] + host["context"] + host["compute"] + master_reserved
+        master_node = {"name": "master", "layers": [], "layer_count": 0, "output": False, "weights_bytes": host["model"],
+                       "kv_bytes": host["context"], "compute_bytes": host["compute"], "need_bytes": master_need,
+                       "usable_bytes": master_usable, "figures": "llama.cpp",
+                       "use_ratio": round(float(master_need) / master_usable, 3) if master_usable else None}
+        if master_reserved:
+            master_node["reserved_bytes"] = master_reserved
+        tried.append((slot_count, described, master_node))
+        if all(node["need_bytes"] <= node["usable_bytes"] for node in described) and master_need <= master_usable:
+            return {
+                "split_mode": "tensor", "n_gpu_layers": ALL_LAYERS, "master_carries_layers": False, "tensor_split": [],
+                "context": context, "slots": slot_count, "slots_asked": slots, "server_context": context * slot_count,
+                "workers": described, "master": master_node,
+                "need_bytes": sum(node["need_bytes"] for node in described) + master_need, "figures": "llama.cpp",
+                "advice": {"master_alone": False, "fewest_workers": None, "workers": len(workers)},
+            }
+    _slots, described, master_node = tried[-1]
+    short = [node for node in described if node["need_bytes"] > node["usable_bytes"]]
+    raise PlanError(
+        "the model does not fit in tensor mode, even with one slot: each worker holds a share of every layer, %s of "
+        "weights (the busiest), %s of caches for a context of %d tokens and a compute buffer of %s, %s in all, and %s "
+        "(each node at most %d%% of its RAM and no more than is free); the master needs %s%s of %s. Add workers or "
+        "memory, lower rpc_master_context_size, or set rpc_master_split_mode: layer (the master's RAM may then carry "
+        "layers too)."
+        % (human(described[0]["weights_bytes"]), human(described[0]["kv_bytes"]), context,
+           human(described[0]["compute_bytes"]), human(described[0]["need_bytes"]),
+           ", ".join("%s can give %s" % (node["name"], human(node["usable_bytes"])) for node in short) or "every worker fits",
+           round(fraction * 100), human(master_node["need_bytes"]),
+           " (with %s)" % reserved_what if master_reserved else "", human(master_usable)))

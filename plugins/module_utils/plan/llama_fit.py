@@ -181,9 +181,12 @@ def parse(stdout, endpoints):
 
 
 def project(run, program, model_path, endpoints, gpu_layers, tensor_split, context, slots, flash_attn="auto", extra=(),
-            timeout=300):
+            timeout=300, split_mode="layer"):
     """Run llama.cpp's projection with run (AnsibleModule.run_command: argv, environ_update -> rc, stdout, stderr),
-    bounded by coreutils' timeout; returns parse()'s dict, or raises ProjectionError with llama.cpp's own reason."""
+    bounded by coreutils' timeout; returns parse()'s dict (split_mode tensor: parse_tensor()'s), or raises
+    ProjectionError with llama.cpp's own reason."""
+    if split_mode == "tensor":  # flash attention is required there (llama-context.cpp)
+        extra, flash_attn = ["-sm", "tensor"] + list(extra), "on"
     argv = ["timeout", str(int(timeout))] + command(program, model_path, endpoints, gpu_layers, tensor_split, context,
                                                     slots, flash_attn, extra)
     for _attempt in range(ATTEMPTS):
@@ -204,7 +207,30 @@ def project(run, program, model_path, endpoints, gpu_layers, tensor_split, conte
                 code, " | ".join(reasons[-4:]) or "no reason printed"))
         if _json_table(stdout) is not None:
             break
-    return parse(stdout, endpoints)
+    return parse_tensor(stdout) if split_mode == "tensor" else parse(stdout, endpoints)
+
+
+def parse_tensor(stdout):
+    """{"meta": {model, context, compute}, "master": {...}, "complete": bool} in bytes, from llama-fit-params' output
+    with --split-mode tensor: one "Meta()" device stands for every worker. Without allocating, llama.cpp counts there
+    each weight and cache whole (the split's share of each is not known before buffers exist) and one worker's compute
+    buffer; tensor_split.worker_bounds turns the first two into a worker's."""
+    table = _json_table(stdout) or _plain_table(stdout)
+    if table is None:
+        raise ProjectionError("llama-fit-params printed no memory breakdown")
+    devices = [row for row in table["rows"] if row.get("kind") == "device"]
+    if len(devices) != 1 or not str(devices[0].get("name", "")).startswith("Meta"):
+        raise ProjectionError("llama.cpp made no Meta device for tensor parallelism (devices: %s)"
+                              % ", ".join(str(row.get("name")) for row in devices))
+
+    def figures(row):
+        return {part: (int(row.get(part, 0)) + 1) * MIB for part in PARTS}
+    master = {part: 0 for part in PARTS}
+    for row in table["rows"]:
+        if row.get("kind") != "device":
+            for part, value in figures(row).items():
+                master[part] += value
+    return {"meta": figures(devices[0]), "master": master, "complete": not table.get("plain")}
 
 
 def _generic(reason):

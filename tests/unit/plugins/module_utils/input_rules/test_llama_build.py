@@ -5,7 +5,8 @@ What to build; the CPU's flags, the archive's contents and the disk are the host
 import pytest
 from tests.unit.plugins.module_utils.input_rules.rules import refusals, check
 
-BUILD = {"min_safe_version": 8492, "patch_files": ["b11312/rpc_hash_ahead.patch", "b11312/rpc_known_hashes.patch"]}
+BUILD = {"min_safe_version": 8492, "patch_files": ["b11312/rpc_hash_ahead.patch", "b11312/rpc_known_hashes.patch",
+                                                 "b11312/rpc_tensor_parallel.patch"]}
 ARCHIVE = {"llama_build_source": "archive", "llama_build_archive_src": "/srv/llama.tar.gz",
            "llama_build_archive_sha256": "ab" * 32, "llama_build_archive_subdir": "llama.cpp"}
 
@@ -24,7 +25,7 @@ BUILD_CASES = {
                                     ["rpc_hash_ahead, which is written for llama.cpp b11312, not for "
                                      "llama_build_version=b11400", "Pin b11312, or remove rpc_hash_ahead"]),
     "an unknown patch": ({"llama_build_patches": ["rpc_fast"]},
-                         ["'rpc_fast', which is not one of the collection's patches (rpc_hash_ahead, rpc_known_hashes)"]),
+                         ["'rpc_fast', which is not one of the collection's patches (rpc_hash_ahead, rpc_known_hashes, rpc_tensor_parallel)"]),
     "patches not a list": ({"llama_build_patches": "rpc_hash_ahead"},
                            ["llama_build_patches='rpc_hash_ahead' is not a list of patch names"]),
     "a patch twice": ({"llama_build_patches": ["rpc_hash_ahead", "rpc_hash_ahead"]}, ["names a patch twice"]),
@@ -43,6 +44,9 @@ def test_llama_build_defaults_pass():
     assert refusals("llama_build", BUILD, {"llama_build_version": "b8000", "llama_build_allow_vulnerable_version": True}) == []
     assert refusals("llama_build", BUILD, {"llama_build_patches": ["rpc_hash_ahead"]}) == []
     assert refusals("llama_build", BUILD, {"llama_build_patches": ["rpc_known_hashes"]}) == []
+    # tensor parallelism's patch goes with either of the load's
+    for load in ("rpc_known_hashes", "rpc_hash_ahead"):
+        assert refusals("llama_build", BUILD, {"llama_build_patches": [load, "rpc_tensor_parallel"]}) == []
 
 
 def test_the_patches_releases_are_the_roles_files():
@@ -53,7 +57,7 @@ def test_the_patches_releases_are_the_roles_files():
     patches = ROOT / "roles" / "llama_build" / "files" / "patches"
     files = sorted(str(path.relative_to(patches)) for path in patches.glob("*/*.patch"))
     releases = patch_tags(files)
-    assert releases == {"rpc_hash_ahead": ["b11312"], "rpc_known_hashes": ["b11312"]}
+    assert releases == {"rpc_hash_ahead": ["b11312"], "rpc_known_hashes": ["b11312"], "rpc_tensor_parallel": ["b11312"]}
     assert all(defaults("llama_build")["llama_build_version"] in found for found in releases.values())
 
 

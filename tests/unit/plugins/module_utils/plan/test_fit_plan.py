@@ -2,11 +2,15 @@
 memory fraction caps it, the master carries what the workers cannot, slots get the whole context each, the advice
 when fewer nodes would do, and a model larger than the cluster refused with its numbers."""
 
+from pathlib import Path
+
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import fit_plan
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import fit_plan, llama_fit, tensor_split
 
-GIB = 1 << 30
+MIB, GIB = 1 << 20, 1 << 30
+F32 = 0  # ggml type id
+DATA = Path(__file__).resolve().parents[4] / "unit" / "data" / "llama-fit-params"
 
 
 def workers(*free_gib, total_gib=24):
@@ -112,3 +116,82 @@ def test_what_the_master_holds_beside_the_model_is_counted_and_named(huge, tiny)
     assert planned["master"]["reserved_bytes"] == GIB and planned["master"]["need_bytes"] > GIB
     with pytest.raises(fit_plan.PlanError):
         fit_plan.plan(small, 512, 512, workers(20), {"free": 20 * GIB, "total": 24 * GIB}, 0.75, master_reserved=19 * GIB)
+
+
+# Tensor mode's plan (fit_plan.tensor_plan, tensor_split.worker_bounds, llama_fit.parse_tensor): llama.cpp's projection
+# with --split-mode tensor read as it prints it (one Meta device for every worker), each worker's share bounded from the
+# model's header. What each worker really allocates is tests/integration/test_tensor_parallel.py's.
+
+def tiny_llama_shape(layers=4, embd=2048, ff=8192, kv_heads=4, vocab=262):
+    return {"architecture": "llama", "layers": layers, "nextn_layers": 0, "kv_heads_min": kv_heads, "tied_output": False,
+            "feed_forward_length": ff, "vocab_size": vocab, "embedding_length": embd}
+
+
+def tiny_llama_tensors(layers=4, embd=2048, ff=8192, kv_dim=512, vocab=262):
+    """The tensors of tests/tools/tiny_model.py's LLaMA at these sizes, F32."""
+    tensors = [("token_embd.weight", vocab * embd), ("output_norm.weight", embd), ("output.weight", vocab * embd)]
+    for il in range(layers):
+        tensors += [("blk.%d.attn_norm.weight" % il, embd), ("blk.%d.attn_q.weight" % il, embd * embd),
+                    ("blk.%d.attn_k.weight" % il, embd * kv_dim), ("blk.%d.attn_v.weight" % il, embd * kv_dim),
+                    ("blk.%d.attn_output.weight" % il, embd * embd), ("blk.%d.ffn_norm.weight" % il, embd),
+                    ("blk.%d.ffn_gate.weight" % il, embd * ff), ("blk.%d.ffn_up.weight" % il, embd * ff),
+                    ("blk.%d.ffn_down.weight" % il, ff * embd)]
+    return {"tensors": [{"name": name, "bytes": 4 * count, "type": F32} for name, count in tensors]}
+
+
+def test_the_meta_device_is_read_as_llama_cpp_prints_it():
+    projected = llama_fit.parse_tensor((DATA / "f32-4-layers-tensor-2-workers.stdout").read_text())
+    assert projected["meta"] == {"model": 931 * MIB, "context": 17 * MIB, "compute": 63 * MIB}
+    assert projected["master"] == {"model": 3 * MIB, "context": 1 * MIB, "compute": 11 * MIB} and projected["complete"]
+    with pytest.raises(llama_fit.ProjectionError, match="no Meta device"):
+        llama_fit.parse_tensor((DATA / "llama-3.1-70b-ngl70.stdout").read_text())
+
+
+@pytest.mark.parametrize("workers, allocated", [(2, 487686144), (3, 334233600)])
+def test_a_workers_weights_are_never_below_what_llama_cpp_put_on_the_busiest(workers, allocated):
+    """allocated: the weights buffer of the busiest worker in a real load of that model (ggml-rpc-server's alloc_buffer,
+    GGML_RPC_DEBUG), recorded on the test machine; with 2 workers every tensor halves exactly."""
+    bounds = tensor_split.worker_bounds(tiny_llama_tensors(), tiny_llama_shape(), workers)
+    assert allocated <= bounds["weights"] <= allocated * 1.09, bounds
+    assert bounds["kv_fraction"] == 0.5  # 4 KV heads: 2 and 2, or 1, 1 and 2
+
+
+def test_the_plan_keeps_the_most_slots_that_fit_and_names_each_workers_share():
+    seen = []
+
+    def projector(endpoints, gpu_layers, split, context, slots):
+        seen.append((endpoints, gpu_layers, split, context, slots))
+        return {"meta": {"model": 931 * MIB, "context": slots * 17 * MIB, "compute": 63 * MIB},
+                "master": {"model": 3 * MIB, "context": 1 * MIB, "compute": 11 * MIB}}
+    workers = [{"endpoint": "10.0.2.%d:50052" % n, "free": 1 * GIB, "total": 1 * GIB} for n in (11, 12)]
+    bounds = tensor_split.worker_bounds(tiny_llama_tensors(), tiny_llama_shape(), 2)
+    planned = fit_plan.tensor_plan(tiny_llama_shape(), bounds, 2048, workers, {"free": 8 * GIB, "total": 8 * GIB}, 0.75, slots=8,
+                                   projector=projector)
+    # each worker may take 768 MiB: its weights (465 MiB) and compute (63 MiB) leave room for 28 slots' halves of 17 MiB
+    assert planned["split_mode"] == "tensor" and planned["slots"] == 8 and planned["n_gpu_layers"] == fit_plan.ALL_LAYERS
+    assert planned["tensor_split"] == [] and not planned["master_carries_layers"]
+    worker = planned["workers"][0]
+    assert worker["weights_bytes"] == bounds["weights"] and worker["kv_bytes"] == 8 * 17 * MIB // 2
+    assert worker["need_bytes"] == bounds["weights"] + 8 * 17 * MIB // 2 + 63 * MIB and worker["layers"] == [0, 3]
+    assert seen == [(["10.0.2.11:50052", "10.0.2.12:50052"], fit_plan.ALL_LAYERS, [], 2048 * 8, 8)]
+    small = [dict(worker, free=740 * MIB, total=740 * MIB) for worker in workers]  # 555 MiB usable each: 3 slots
+    planned = fit_plan.tensor_plan(tiny_llama_shape(), bounds, 2048, small, {"free": 8 * GIB, "total": 8 * GIB}, 0.75, slots=8,
+                                   projector=projector)
+    assert planned["slots"] == 3
+    assert all(node["need_bytes"] <= node["usable_bytes"] for node in planned["workers"])
+
+
+def test_a_model_that_does_not_fit_in_tensor_mode_is_refused_with_the_numbers():
+    def projector(_endpoints, _gpu_layers, _split, _context, slots):
+        return {"meta": {"model": 931 * MIB, "context": slots * 17 * MIB, "compute": 63 * MIB},
+                "master": {"model": 3 * MIB, "context": 1 * MIB, "compute": 11 * MIB}}
+    workers = [{"endpoint": "10.0.2.%d:50052" % n, "free": 600 * MIB, "total": 600 * MIB} for n in (11, 12)]
+    with pytest.raises(fit_plan.PlanError) as refused:
+        fit_plan.tensor_plan(tiny_llama_shape(), tensor_split.worker_bounds(tiny_llama_tensors(), tiny_llama_shape(), 2), 2048, workers,
+                             {"free": 8 * GIB, "total": 8 * GIB}, 0.75, slots=2, projector=projector)
+    message = str(refused.value)
+    assert message.startswith("the model does not fit in tensor mode, even with one slot: each worker holds a share of "
+                              "every layer, 465.1 MiB of weights (the busiest)"), message
+    assert "10.0.2.11:50052 can give 450.0 MiB" in message and "set rpc_master_split_mode: layer" in message
+    with pytest.raises(fit_plan.PlanError, match="tensor mode is planned with llama.cpp's projection"):
+        fit_plan.tensor_plan(tiny_llama_shape(), {}, 2048, workers, {"free": 1, "total": 1}, 0.75)
