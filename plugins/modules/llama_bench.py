@@ -51,6 +51,13 @@ options:
   threads:
     description: Threads on this host (C(-t)). Default, llama-bench's.
     type: int
+  split_mode:
+    description:
+      - How the model is split across O(workers) (C(-sm)); V(tensor) shares every layer among them, with flash
+        attention (C(-fa 1)), which it requires. Ignored without workers.
+    type: str
+    choices: [layer, tensor]
+    default: layer
   timeout:
     description: Seconds the whole run may take.
     type: int
@@ -77,7 +84,7 @@ rows:
   returned: success
   type: list
   elements: dict
-  sample: [{"test": "tg128", "workers": 2, "n_prompt": 0, "n_gen": 128, "tokens_per_second": 1.75, "stddev": 0.02, "samples": 3,
+  sample: [{"test": "tg128", "workers": 2, "split_mode": "layer", "n_prompt": 0, "n_gen": 128, "tokens_per_second": 1.75, "stddev": 0.02, "samples": 3,
             "n_threads": 16, "n_gpu_layers": 999, "model_size": 39969853440, "build": "11312 (0c1e57098)"}]
 command:
   description: The command that ran.
@@ -100,6 +107,8 @@ def command_line(params):
                "-p", ",".join(str(size) for size in params["n_prompt"]), "-n", ",".join(str(size) for size in params["n_gen"])]
     if params["workers"]:
         command += ["--rpc", ",".join(params["workers"]), "-ngl", "999"]
+        if params["split_mode"] == "tensor":
+            command += ["-sm", "tensor", "-fa", "1"]
     else:
         command += ["-ngl", "0"]
     if params["threads"]:
@@ -117,6 +126,7 @@ def main():
             n_gen=dict(type="list", elements="int", default=[128]),
             repetitions=dict(type="int", default=3),
             threads=dict(type="int"),
+            split_mode=dict(type="str", choices=["layer", "tensor"], default="layer"),
             timeout=dict(type="int", default=7200),
         ),
         supports_check_mode=True,
@@ -139,6 +149,7 @@ def main():
         module.fail_json(msg=str(error), command=command)
     for row in rows:
         row["workers"] = len(params["workers"])  # 0: this host alone
+        row["split_mode"] = params["split_mode"] if params["workers"] else "none"
     module.exit_json(changed=False, rows=rows, command=command)
 
 

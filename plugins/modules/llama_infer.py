@@ -75,6 +75,13 @@ options:
     description: Proportions per worker (C(-ts)), for example from M(graviton.llama_rpc.gguf_plan).
     type: list
     elements: int
+  split_mode:
+    description:
+      - How the model is split across the workers (C(-sm)); V(tensor) shares every layer among them (with flash
+        attention, which it requires), as M(graviton.llama_rpc.gguf_plan) plans it with its O(split_mode).
+    type: str
+    choices: [layer, tensor]
+    default: layer
   fit:
     description:
       - Let llama.cpp size the split itself (C(-fit on), its default), which loads the model twice.
@@ -169,6 +176,8 @@ def command_line(params):
         command += ["-t", str(params["threads"])]
     if params["tensor_split"]:
         command += ["-ts", ",".join(str(share) for share in params["tensor_split"])]
+    if params["split_mode"] == "tensor":
+        command += ["-sm", "tensor", "-fa", "on"]
     return command + params["extra_args"]
 
 
@@ -208,6 +217,7 @@ def main():
             threads=dict(type="int"),
             n_gpu_layers=dict(type="int", default=999),
             tensor_split=dict(type="list", elements="int"),
+            split_mode=dict(type="str", choices=["layer", "tensor"], default="layer"),
             fit=dict(type="bool", default=False),
             extra_args=dict(type="list", elements="str", default=[]),
             attempts=dict(type="int", default=3),

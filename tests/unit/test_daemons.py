@@ -841,7 +841,7 @@ def test_a_load_is_read_once_per_run_of_llama_server_and_kept_while_the_next_one
 
 def test_the_figures_of_a_master_are_its_load_beside_its_prediction_and_its_bench(tmp_path):
     (tmp_path / "llama_rpc_master.fact").write_text(json.dumps({
-        "server_unit": "llama-server.service",
+        "server_unit": "llama-server.service", "plan": {"split_mode": "tensor", "workers": [{}, {}]},
         "load_prediction": {"cold": {"seconds": 21.5, "bound": "network"}, "staged": {"seconds": 9.0}}}))
     (tmp_path / "llama_rpc_bench.fact").write_text(json.dumps({"runs": [
         {"workers": 2, "test": "tg16", "tokens_per_second": 30.0}, {"workers": 0, "test": "tg16", "tokens_per_second": 40.5},
@@ -855,7 +855,8 @@ def test_the_figures_of_a_master_are_its_load_beside_its_prediction_and_its_benc
                      'llama_rpc_load_predicted_seconds{caches="cold"} 21.5',
                      'llama_rpc_load_predicted_seconds{caches="staged"} 9.0',
                      'llama_rpc_bench_tokens_per_second{test="tg16",workers="2"} 31.25',
-                     'llama_rpc_bench_tokens_per_second{test="tg16",workers="0"} 40.5']
+                     'llama_rpc_bench_tokens_per_second{test="tg16",workers="0"} 40.5',
+                     'llama_rpc_split_info{mode="tensor",workers="2"} 1']
 
 
 def test_the_file_is_replaced_whole_and_read_by_prometheus(tmp_path):

@@ -13,6 +13,7 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.address
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import whole, number, at_least, in_range, sentences
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_source
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import tensor_split
 
 
 def rpc_master(settings):
@@ -31,6 +32,13 @@ def rpc_master(settings):
         found.append("Group '%s' holds %d hosts; a llama.cpp master uses 1 to %s RPC workers (GGML_RPC_MAX_SERVERS). Put "
                      "the worker hosts in '%s' (or set rpc_master_worker_group)"
                      % (s["rpc_master_worker_group"], len(workers), s["max_workers"], s["rpc_master_worker_group"]))
+
+    mode = s.get("rpc_master_split_mode", "layer")
+    if mode not in ("layer", "tensor"):
+        found.append("rpc_master_split_mode=%s: set it to layer (whole layers per node, llama.cpp's default) or tensor (a "
+                     "share of every layer on every worker)" % mode)
+    elif mode == "tensor" and 1 <= len(workers):
+        found += [problem for problem in [tensor_split.worker_count_problem(len(workers))] if problem]
 
     ranges = []
     fraction, probe = number(s["rpc_master_memory_fraction"]), number(s["rpc_master_probe_timeout"])

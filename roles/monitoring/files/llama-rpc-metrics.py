@@ -37,6 +37,8 @@ FAMILIES = {
     "llama_rpc_load_seconds": ("gauge", "Seconds the running llama-server took to load its model."),
     "llama_rpc_load_predicted_seconds": ("gauge", "The load-time model's prediction for the plan, with cold or staged caches."),
     "llama_rpc_bench_tokens_per_second": ("gauge", "The last bench.yml's tokens per second (workers 0: the master alone)."),
+    "llama_rpc_split_info": ("gauge", "1, labelled with how the served model is split across the workers (rpc_master_split_mode: "
+                                      "layer or tensor) and over how many."),
 }
 
 
@@ -166,6 +168,9 @@ def last_load(state, invocation, read_journal):
 
 def master_samples(master, bench, load_seconds):
     lines = []
+    plan = master.get("plan") or {}
+    if plan.get("workers"):
+        lines.append(sample("llama_rpc_split_info", 1, mode=plan.get("split_mode", "layer"), workers=len(plan["workers"])))
     if load_seconds is not None:
         lines.append(sample("llama_rpc_load_seconds", round(load_seconds, 3)))
     for caches, prediction in sorted((master.get("load_prediction") or {}).items()):

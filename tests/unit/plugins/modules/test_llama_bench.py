@@ -18,6 +18,12 @@ def test_check_mode_gives_the_command_through_the_workers_and_alone(capsys):
         "--rpc", "10.0.0.2:50052,10.0.0.3:50052", "-ngl", "999", "-t", "4"]
     alone = run_module(llama_bench.main, capsys, binary="/opt/bin/llama-bench", model="/m.gguf", _ansible_check_mode=True)
     assert alone["command"][-2:] == ["-ngl", "0"] and "--rpc" not in alone["command"]
+    tensor = run_module(llama_bench.main, capsys, binary="/opt/bin/llama-bench", model="/m.gguf", _ansible_check_mode=True,
+                        workers=["10.0.0.2:50052", "10.0.0.3:50052"], split_mode="tensor")
+    assert tensor["command"][-6:] == ["-ngl", "999", "-sm", "tensor", "-fa", "1"], tensor["command"]
+    alone = run_module(llama_bench.main, capsys, binary="/opt/bin/llama-bench", model="/m.gguf", _ansible_check_mode=True,
+                       split_mode="tensor")
+    assert "-sm" not in alone["command"], "the master alone splits nothing"
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -52,7 +52,10 @@ def test_infer_refuses_bad_input_before_running(tmp_path, capsys):
 def test_infer_command_line(tmp_path):
     params = dict(binary="/b/llama-completion", model="/m.gguf", workers=["a:1", "b:2"], prompt="Hi", prompt_file=None,
                   n_predict=8, seed=1, temperature=0.5, top_k=10, top_p=0.9, context_size=512, threads=None,
-                  n_gpu_layers=999, tensor_split=[3, 1], fit=False, extra_args=[])
+                  n_gpu_layers=999, tensor_split=[3, 1], fit=False, extra_args=[], split_mode="layer")
     command = llama_infer.command_line(params)
     assert command[:8] == ["/b/llama-completion", "-m", "/m.gguf", "--rpc", "a:1,b:2", "-ngl", "999", "-fit"]
     assert command[8] == "off" and command[-2:] == ["-ts", "3,1"] and "--no-display-prompt" in command
+    assert "-sm" not in command
+    tensor = llama_infer.command_line(dict(params, tensor_split=None, split_mode="tensor"))
+    assert tensor[-4:] == ["-sm", "tensor", "-fa", "on"], tensor

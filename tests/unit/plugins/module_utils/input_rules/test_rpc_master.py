@@ -16,6 +16,11 @@ MASTER_CASES = {
     "no workers": ({"workers": []}, ["holds 0 hosts; a llama.cpp master uses 1 to 16 RPC workers"]),
     "more than 16 workers": ({"workers": ["w%d" % index for index in range(17)]},
                              ["holds 17 hosts; a llama.cpp master uses 1 to 16"]),
+    "tensor mode over one worker": ({"rpc_master_split_mode": "tensor", "workers": ["w1"]},
+                                    ["rpc_master_split_mode=tensor splits each layer across the workers, and this cluster "
+                                     "has 1: with one worker there is nothing to share. Set rpc_master_split_mode: layer"]),
+    "a split mode llama.cpp has but the collection does not plan": (
+        {"rpc_master_split_mode": "row"}, ["rpc_master_split_mode=row: set it to layer (whole layers per node"]),
     "two sizes out of range, in the order of the role's variables": (
         {"rpc_master_server_parallel": 0, "rpc_master_server_port": 70000},
         ["Out of range: rpc_master_server_port=70000: set it from 1 to 65535. rpc_master_server_parallel=0: set it "
@@ -133,6 +138,7 @@ def test_rpc_master_defaults_pass():
     assert refusals("rpc_master", MASTER, {"rpc_master_infer": True, "rpc_master_infer_prompt_file": "/etc/hostname"}) == []
     assert refusals("rpc_master", MASTER, {"rpc_master_idle_stop_minutes": "0.25", "idle_stop_driver": "aws",
                                            "idle_stop_region": "eu-west-1"}) == []
+    assert refusals("rpc_master", MASTER, {"rpc_master_split_mode": "tensor"}) == []
     assert refusals("rpc_master", MASTER, {"rpc_master_spec_type": "draft-simple",
                                            "rpc_master_spec_draft_src": "https://example.com/d-00001-of-00002.gguf",
                                            "rpc_master_spec_draft_sha256sums": "https://example.com/SHA256SUMS",
