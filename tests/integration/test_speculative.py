@@ -4,9 +4,7 @@ the plan counts the draft as llama.cpp's own projection of it; an n-gram kind wr
 without it. The text with a draft model through a deployed worker: test_rpc_master_alone.py; the refusals on a cluster
 that speculates: molecule/cluster/tests/test_speculation.py."""
 
-import contextlib
 import json
-import subprocess
 import urllib.request
 
 import pytest
@@ -32,27 +30,10 @@ def pairs(tmp_path_factory):
     }
 
 
-@contextlib.contextmanager
-def llama_server(bin_dir, model, log_path, *options, timeout=300):
-    """llama-server with model on 127.0.0.1, its log in log_path: yields its port once it has loaded (or fails with the
-    log's end), stopped on exit."""
-    port = llama_cpp.free_port()
-    with open(log_path, "w") as log:
-        process = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port",
-                                    str(port), "-c", "512", "-np", "1", *options], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        assert llama_cpp.wait_for_health(port, process, timeout), open(log_path).read()[-2000:]
-        yield port
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=10)
-
-
 def llama_server_drafts_with(bin_dir, model, draft, log_path):
     """Whether llama-server takes draft for model (draft-simple), and its log. A draft it finds incompatible it drops,
     logging why, and serves on without speculation: a deploy that let it would not speculate and not say so."""
-    with llama_server(bin_dir, model, log_path, "--spec-type", "draft-simple", "-md", str(draft), timeout=60):
+    with llama_cpp.llama_server(bin_dir, model, log_path, "--spec-type", "draft-simple", "-md", str(draft), timeout=60):
         pass
     text = open(log_path).read()
     assert "loading draft model" in text, text[-2000:]
@@ -103,7 +84,7 @@ def test_the_plan_counts_the_draft_as_llama_cpp_projects_it(x86_build, pairs, wo
 def greedy_through(bin_dir, model, endpoints, log_path, *speculation):
     """(text, drafted tokens) of 48 greedy tokens from llama-server over the workers, with the speculation options
     given (none: without speculation)."""
-    with llama_server(bin_dir, model, log_path, "--rpc", ",".join(endpoints), "-ngl", "999", "--metrics",
+    with llama_cpp.llama_server(bin_dir, model, log_path, "--rpc", ",".join(endpoints), "-ngl", "999", "--metrics",
                       *speculation) as port:
         body = {"prompt": "Once upon a time", "n_predict": 48, "temperature": 0, "cache_prompt": False}
         request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),

@@ -294,18 +294,37 @@ def wait_for_health(port, process, timeout=300):
 
 
 @contextlib.contextmanager
-def loopback_workers(bin_dir, count, threads=None):
+def llama_server(bin_dir, model, log_path, *options, timeout=300):
+    """llama-server with model on 127.0.0.1, its log in log_path: yields its port once it has loaded (or fails with the
+    log's end), stopped on exit."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port",
+                                    str(port), "-c", "512", "-np", "1", *options], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert wait_for_health(port, process, timeout), open(log_path).read()[-2000:]
+        yield port
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def loopback_workers(bin_dir, count, threads=None, debug_dir=None):
     """count ggml-rpc-server workers of bin_dir on 127.0.0.1 (threads each; None: llama.cpp's choice), each listening
     before this yields their endpoints (host:port), stopped on exit. SIGPIPE stays ignored (restore_signals=False), as
     systemd runs a worker: a client that gave up is answered later on a closed socket, which would kill a worker started
-    from a shell."""
+    from a shell. With debug_dir, each logs every command it serves (GGML_RPC_DEBUG) to debug_dir/<port>.log."""
     processes, endpoints = [], []
     try:
         for _index in range(count):
             port = free_port()
             argv = [str(Path(bin_dir) / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)]
-            process = subprocess.Popen(argv + (["-t", str(threads)] if threads else []),
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, restore_signals=False)
+            log = open(Path(debug_dir) / ("%d.log" % port), "w") if debug_dir else subprocess.DEVNULL
+            process = subprocess.Popen(argv + (["-t", str(threads)] if threads else []), stdout=subprocess.DEVNULL,
+                                       stderr=log, restore_signals=False,
+                                       env=dict(os.environ, GGML_RPC_DEBUG="1") if debug_dir else None)
             processes.append(process)
             wait_for_port(port, process)
             endpoints.append(f"127.0.0.1:{port}")
