@@ -7,7 +7,7 @@ export LLAMA_RPC_CACHE STAGES SCENARIOS
 # Runs a command inside the prepared test bed environment (venv, collection path).
 IN_BED = bash -c '. tests/bed/lib.sh && VENV=$$(bash tests/bed/venv.sh) && . tests/bed/env.sh && "$$@"' in-bed
 
-.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-stop demo-start demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-start bench-spec bench-restart bench-tunnel bench-test-parts bench-test-cpu constraints clean
+.PHONY: help check test lint sanity units lowest molecule role images venv demo demo-stop demo-start demo-clean bench build docs families bench-build bench-faults bench-first-load bench-load bench-master bench-master-read bench-start bench-spec bench-tensor bench-restart bench-tunnel bench-test-parts bench-test-cpu constraints clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ bench-start: ## Benchmark a stopped cluster's start: stock, hash-ahead and known
 
 bench-spec: ## Benchmark speculative decoding through 0, 1, 2 workers: tokens/s at fixed acceptance lengths (--spec-synth-len), the gain against it, the round trip's share, 4 clients
 	@bash tests/bench/run.sh tests.bench.spec
+
+bench-tensor: ## Benchmark tensor parallelism against the layer split over 2 and 3 workers: tokens/s, the memory's read rate on 1 and 2 cores, messages a token, the load, speculation at L=3
+	@bash tests/bench/run.sh tests.bench.tensor
 
 bench-master-read: ## Benchmark the master's read of the model: mmap's populate, the load, the disk's bytes, with the page cache warm, dropped, capped below the file
 	@bash tests/bench/run.sh tests.bench.master_read

@@ -1,0 +1,186 @@
+"""Benchmark: tensor parallelism (rpc_master_split_mode: tensor) against the layer split, side by side in one run.
+
+llama-server from the role's stock build and from its build with the rpc_tensor_parallel patch, over two and three
+ggml-rpc-server workers on loopback at one thread each (so the workers share this machine's cores fairly), a model of
+random F32 weights made here (1 GB, 4 layers: a token reads every weight once, as a 70B does). Side by side:
+
+1. this machine's memory read rate on one core and on two at once (tests/bench/read_rate.c): the ratio two cores can
+   reach at most when each reads its half of the weights;
+2. generation and prompt tokens/s: layer, tensor with the stock build, tensor with the patch (median of --rounds);
+3. each worker's busy share of a generated token's time (its CPU-seconds over the wall time): what the rest of the
+   token (the allreduces through the master, the master's own part) leaves it;
+4. RPC messages per generated token and per worker, and the messages and bytes a load sends (GGML_RPC_DEBUG);
+5. with speculative decoding on top at a fixed acceptance (--spec-synth-len 3), layer against tensor.
+
+Prints, writes JSON; asserts nothing. docs/performance.md keeps its table.
+
+    python -m tests.bench.tensor [--rounds 3] [--tokens 64]
+
+Run through `make bench-tensor`.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench.spec import post
+from tests.tools import llama_cpp, tiny_model
+
+PROMPT = " ".join(["The cluster reads each layer's weights on every worker at once."] * 8)
+MODES = [("layer", "stock"), ("tensor", "stock"), ("tensor", "patched")]
+
+
+def read_rates(work):
+    """GB/s of one core reading memory, and of two cores at once (summed)."""
+    binary = work / "read_rate"
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(Path(__file__).with_name("read_rate.c"))], check=True)
+    one = float(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout)
+    pair = [subprocess.Popen([str(binary)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    two = sum(float(process.communicate()[0]) for process in pair)
+    return one, two
+
+
+def cpu_seconds(pid):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pids(endpoints):
+    """The pids of the loopback workers listening on these endpoints."""
+    ports = {endpoint.rsplit(":", 1)[1] for endpoint in endpoints}
+    pids = []
+    for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout.splitlines():
+        match = re.search(r"ggml-rpc-server .*-p (\d+)", line)
+        if match and match.group(1) in ports:
+            pids.append(int(line.split()[0]))
+    return pids
+
+
+def commands(log_text):
+    found = {}
+    for name in re.findall(r"^\[([a-z_]+)\]", log_text, re.M):
+        found[name] = found.get(name, 0) + 1
+    return found
+
+
+def measure(bin_dir, model, workers, mode, work, rounds, tokens, draft=None):
+    """Generation and prompt tokens/s (medians), the workers' busy share while generating, the load's seconds."""
+    with llama_cpp.loopback_workers(bin_dir, workers, threads=1) as endpoints:
+        options = ["-fit", "off", "--rpc", ",".join(endpoints), "-ngl", "999", "-fa", "on", "-sm", mode]
+        if draft:
+            options += ["--spec-type", "draft-simple", "-md", str(draft), "--spec-draft-ngl", "0",
+                        "--spec-draft-n-max", "4", "--spec-synth-len", "3"]
+        started = time.monotonic()
+        with llama_cpp.llama_server(bin_dir, model, work / f"server-{workers}-{mode}-{bin_dir.parent.name}.log",
+                                    *options) as port:
+            loaded = time.monotonic() - started
+            post(port, {"prompt": "Once", "n_predict": 8, "temperature": 0})  # warm
+            pids = worker_pids(endpoints)
+            generated, prompts, busy = [], [], []
+            for seed in range(rounds):
+                before, wall = [cpu_seconds(pid) for pid in pids], time.monotonic()
+                timings = post(port, {"prompt": "Once upon a time", "n_predict": tokens, "temperature": 0,
+                                      "cache_prompt": False, "ignore_eos": True, "seed": seed})["timings"]
+                wall = time.monotonic() - wall
+                busy.append(statistics.mean((cpu_seconds(pid) - was) / wall for pid, was in zip(pids, before)))
+                generated.append(timings["predicted_per_second"])
+                prompts.append(post(port, {"prompt": PROMPT, "n_predict": 1, "cache_prompt": False})
+                               ["timings"]["prompt_per_second"])
+    return {"generation": statistics.median(generated), "prompt": statistics.median(prompts),
+            "worker_busy": statistics.median(busy), "load_seconds": round(loaded, 2)}
+
+
+def messages(bin_dir, model, workers, mode, work, tokens=16):
+    """RPC commands one worker serves: in the load (and the bytes of its set_tensor messages) and per generated token."""
+    debug = work / f"debug-{workers}-{mode}-{bin_dir.parent.name}"
+    debug.mkdir()
+    with llama_cpp.loopback_workers(bin_dir, workers, threads=1, debug_dir=debug) as endpoints:
+        options = ["-fit", "off", "--rpc", ",".join(endpoints), "-ngl", "999", "-fa", "on", "-sm", mode]
+        with llama_cpp.llama_server(bin_dir, model, debug / "server.log", *options) as port:
+            log = debug / f"{endpoints[0].rsplit(':', 1)[1]}.log"
+            post(port, {"prompt": "Once", "n_predict": 2, "temperature": 0})
+            loaded = log.read_text()
+            post(port, {"prompt": "Once upon a time", "n_predict": tokens + 1, "temperature": 0, "cache_prompt": False,
+                        "ignore_eos": True})
+            after = log.read_text()[len(loaded):]
+    load = commands(loaded)
+    sent = sum(int(size) for size in re.findall(r"^\[set_tensor\].*size: (\d+)", loaded, re.M))
+    return {"load_messages": sum(load.values()), "load_set_tensor": load.get("set_tensor", 0), "load_bytes": sent,
+            "per_token": round(sum(commands(after).values()) / tokens, 1)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bench-tensor.json"))
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-tensor-"))
+    for build in ("stock", "patched"):
+        (work / build).mkdir()
+    builds = {"stock": llama_cpp.role_build(work / "stock"),
+              "patched": llama_cpp.role_build(work / "patched", patches=["rpc_tensor_parallel"])}
+    model = tiny_model.write_model(work / "model.gguf", embd=2048, layers=4, ff=8192, heads=16, kv_heads=4,
+                                   context=2048)
+    draft = tiny_model.write_model(work / "draft.gguf", embd=64, layers=1, ff=128, seed=7, context=2048)
+    one, two = read_rates(work)
+    print(f"model {model.stat().st_size / 1e9:.2f} GB; memory read: one core {one:.2f} GB/s, two at once {two:.2f} "
+          f"GB/s (ratio {two / one:.2f}); {args.tokens} tokens a request, median of {args.rounds}", flush=True)
+
+    rows = []
+    for workers in (2, 3):
+        for mode, build in MODES:
+            figures = measure(builds[build], model, workers, mode, work, args.rounds, args.tokens)
+            figures.update(messages(builds[build], model, workers, mode, work))
+            figures.update(workers=workers, mode=mode, build=build)
+            rows.append(figures)
+            print(f"  {workers} workers, {mode:6} {build:7} {figures['generation']:6.2f} tokens/s, prompt "
+                  f"{figures['prompt']:6.1f}/s, workers busy {figures['worker_busy']:.0%}, "
+                  f"{figures['per_token']} messages a token, load {figures['load_seconds']} s in "
+                  f"{figures['load_messages']} messages", flush=True)
+    speculation = {}
+    for mode, build in (("layer", "stock"), ("tensor", "patched")):
+        speculation[mode] = measure(builds[build], model, 2, mode, work, args.rounds, args.tokens, draft=draft)
+        print(f"  2 workers, {mode}, speculation at L=3: {speculation[mode]['generation']:.2f} tokens/s", flush=True)
+
+    def row(workers, mode, build):
+        return next(r for r in rows if (r["workers"], r["mode"], r["build"]) == (workers, mode, build))
+
+    print("\n| workers | mode | build | tokens/s | against layer | prompt tokens/s | workers busy | messages a token "
+          "| load: s, messages, MB sent |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    for figures in rows:
+        layer = row(figures["workers"], "layer", "stock")
+        print(f"| {figures['workers']} | {figures['mode']} | {figures['build']} | {figures['generation']:.2f} | "
+              f"{figures['generation'] / layer['generation']:.2f}x | {figures['prompt']:.1f} | "
+              f"{figures['worker_busy']:.0%} | {figures['per_token']} | {figures['load_seconds']}, "
+              f"{figures['load_messages']}, {figures['load_bytes'] / 1e6:.0f} |")
+    ratio = row(2, "tensor", "patched")["generation"] / row(2, "layer", "stock")["generation"]
+    allowed = two / one
+    print(f"\nTwo workers, tensor (patched) against layer: {ratio:.2f}x; two cores read {allowed:.2f}x one: "
+          f"{ratio / allowed:.0%} of what this machine's memory allows (goal: 1.6x, or 80% of it).")
+    spec_ratio = speculation["tensor"]["generation"] / speculation["layer"]["generation"]
+    print(f"With speculation at L=3: layer {speculation['layer']['generation']:.2f}, tensor "
+          f"{speculation['tensor']['generation']:.2f} tokens/s ({spec_ratio:.2f}x); against layer without it: "
+          f"{speculation['tensor']['generation'] / row(2, 'layer', 'stock')['generation']:.2f}x")
+    bar = max(r["generation"] for r in rows)
+    print("\n  tokens/s                 (each # = %.2f)" % (bar / 40))
+    for figures in rows:
+        print("  %d workers %-6s %-7s %-40s %.2f" % (figures["workers"], figures["mode"], figures["build"],
+                                                     "#" * max(1, round(40 * figures["generation"] / bar)),
+                                                     figures["generation"]))
+    Path(args.out).write_text(json.dumps({"read_rate": {"one": one, "two": two}, "rows": rows,
+                                          "speculation": speculation, "model_bytes": model.stat().st_size},
+                                         indent=2))
+    print(f"\nJSON: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
