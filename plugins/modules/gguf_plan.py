@@ -220,8 +220,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import llama_fit, load_time, tensor_split
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative, tensor_cache
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import (PROMPT_CACHE, PlanError, human, plan,
-                                                                                      tensor_plan)
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan.fit_plan import (
+    PROMPT_CACHE, PlanError, human, plan, tensor_plan)
 
 
 def meminfo(server_pid=0):

@@ -41,7 +41,7 @@ def read_rates(work):
     binary = work / "read_rate"
     subprocess.run(["cc", "-O2", "-o", str(binary), str(Path(__file__).with_name("read_rate.c"))], check=True)
     one = float(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout)
-    pair = [subprocess.Popen([str(binary)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    pair = [subprocess.Popen([str(binary)], stdout=subprocess.PIPE, text=True) for _reader in range(2)]
     two = sum(float(process.communicate()[0]) for process in pair)
     return one, two
 
@@ -170,11 +170,11 @@ def main():
     print(f"With speculation at L=3: layer {speculation['layer']['generation']:.2f}, tensor "
           f"{speculation['tensor']['generation']:.2f} tokens/s ({spec_ratio:.2f}x); against layer without it: "
           f"{speculation['tensor']['generation'] / row(2, 'layer', 'stock')['generation']:.2f}x")
-    bar = max(r["generation"] for r in rows)
-    print("\n  tokens/s                 (each # = %.2f)" % (bar / 40))
+    fastest = max(r["generation"] for r in rows)
+    print("\n  tokens/s                 (each # = %.2f)" % (fastest / 40))
     for figures in rows:
         print("  %d workers %-6s %-7s %-40s %.2f" % (figures["workers"], figures["mode"], figures["build"],
-                                                     "#" * max(1, round(40 * figures["generation"] / bar)),
+                                                     "#" * max(1, round(40 * figures["generation"] / fastest)),
                                                      figures["generation"]))
     Path(args.out).write_text(json.dumps({"read_rate": {"one": one, "two": two}, "rows": rows,
                                           "speculation": speculation, "model_bytes": model.stat().st_size},

@@ -85,7 +85,7 @@ def greedy_through(bin_dir, model, endpoints, log_path, *speculation):
     """(text, drafted tokens) of 48 greedy tokens from llama-server over the workers, with the speculation options
     given (none: without speculation)."""
     with llama_cpp.llama_server(bin_dir, model, log_path, "--rpc", ",".join(endpoints), "-ngl", "999", "--metrics",
-                      *speculation) as port:
+                                *speculation) as port:
         body = {"prompt": "Once upon a time", "n_predict": 48, "temperature": 0, "cache_prompt": False}
         request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"})

@@ -56,8 +56,8 @@ def commands(log_text):
     return found
 
 
-def test_tensor_mode_writes_the_master_alones_tokens_and_the_patch_sums_as_llama_cpp_does(x86_build, tensor_build,
-                                                                                         model, tmp_path):
+def test_tensor_mode_writes_the_master_alones_tokens_and_the_patch_sums_as_llama_cpp_does(
+        x86_build, tensor_build, model, tmp_path):
     alone = greedy(x86_build, model, tmp_path / "alone.log")
     runs = {}
     with llama_cpp.loopback_workers(x86_build, 2, threads=1) as endpoints:
@@ -73,17 +73,19 @@ def test_tensor_mode_writes_the_master_alones_tokens_and_the_patch_sums_as_llama
     for name, (other_text, other_top) in runs.items():
         assert other_text == text, (name, other_text, text)
         for step, (ours, theirs) in enumerate(zip(other_top, top)):
-            assert [token for token, _ in ours] == [token for token, _ in theirs], (name, step, ours, theirs)
-            assert all(abs(a - b) <= 1e-3 for (_, a), (_, b) in zip(ours, theirs)), (name, step, ours, theirs)
+            assert [token for token, _logprob in ours] == [token for token, _logprob in theirs], (name, step, ours,
+                                                                                                  theirs)
+            assert all(abs(a - b) <= 1e-3 for (_token, a), (_other, b) in zip(ours, theirs)), (name, step, ours, theirs)
     # the patch adds the partial sums in the fallback's order: the same numbers, bit for bit
     assert runs["tensor, patched"] == runs["tensor, stock"]
-    differences = [abs(a - b) for ours, theirs in zip(runs["tensor, patched"][1], top) for (_, a), (_, b) in zip(ours, theirs)]
+    differences = [abs(a - b) for ours, theirs in zip(runs["tensor, patched"][1], top)
+                   for (_token, a), (_other, b) in zip(ours, theirs)]
     print(f"tensor mode against the master alone: {TOKENS} tokens equal, top-2 log-probabilities differ by at most "
           f"{max(differences):.2e}")
 
 
-def test_the_patch_adds_the_sums_without_graphs_and_loads_a_column_split_weight_in_one_message(x86_build, tensor_build,
-                                                                                              model, tmp_path):
+def test_the_patch_adds_the_sums_without_graphs_and_loads_a_column_split_weight_in_one_message(
+        x86_build, tensor_build, model, tmp_path):
     served = {}
     for name, bin_dir in (("stock", x86_build), ("patched", tensor_build)):
         logs = tmp_path / name

@@ -15,7 +15,8 @@ So there are two signs, and either restarts it:
   Counting the unread bytes alone is not enough: a busy worker on starved cores can hold one more command of the same
   size, a reused graph's, at every look while it answers them all, as make bench-faults shows with a compile beside
   the serving cluster.
-- no connection accepted (the kernel gives an accepted socket an inode), the port listening, and for TIMEOUT seconds connections waiting in its queue (the kernel's
+- no connection accepted (the kernel gives an accepted socket an inode), the port listening, and for TIMEOUT seconds
+  connections waiting in its queue (the kernel's
   count of connections not yet accepted, on the listening socket) or probes unanswered: a frozen worker with no
   client, which every new client (a restarted llama-server, its start waiting for the workers) finds silent. A worker
   that serves a client accepts nobody else by design: then only the first sign counts. A port that does not listen

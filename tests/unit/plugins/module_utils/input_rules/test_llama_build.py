@@ -5,8 +5,8 @@ What to build; the CPU's flags, the archive's contents and the disk are the host
 import pytest
 from tests.unit.plugins.module_utils.input_rules.rules import refusals, check
 
-BUILD = {"min_safe_version": 8492, "patch_files": ["b11312/rpc_hash_ahead.patch", "b11312/rpc_known_hashes.patch",
-                                                 "b11312/rpc_tensor_parallel.patch"]}
+BUILD = {"min_safe_version": 8492,
+         "patch_files": ["b11312/rpc_hash_ahead.patch", "b11312/rpc_known_hashes.patch", "b11312/rpc_tensor_parallel.patch"]}
 ARCHIVE = {"llama_build_source": "archive", "llama_build_archive_src": "/srv/llama.tar.gz",
            "llama_build_archive_sha256": "ab" * 32, "llama_build_archive_subdir": "llama.cpp"}
 
