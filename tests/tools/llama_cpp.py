@@ -5,6 +5,7 @@ The source is the pinned archive from tests/bed/env.sh; builds and the compiler 
 LLAMA_RPC_BUILD_CACHE, so a re-run compiles nothing that did not change.
 """
 
+import collections
 import contextlib
 import fcntl
 import gzip
@@ -54,6 +55,18 @@ def protocol_version():
     """The RPC protocol version of the pinned source (ggml-rpc.h), as rpc_probe reports it: "major.minor.patch"."""
     header = (source_dir() / "ggml" / "include" / "ggml-rpc.h").read_text()
     return ".".join(re.search(rf"RPC_PROTO_{part}_VERSION\s+(\d+)", header).group(1) for part in ("MAJOR", "MINOR", "PATCH"))
+
+
+def pinned_source_file(member):
+    """One file of the pinned llama.cpp source, read from the test archive (the test bed downloads it before any test
+    runs); the unit tests compare the collection's tables with it without unpacking the whole tree."""
+    archive = os.environ.get("LLAMA_RPC_TEST_ARCHIVE", "")
+    if not (archive and os.path.exists(archive)):
+        # here only: the benchmarks import this module without pytest
+        import pytest  # pylint: disable=import-outside-toplevel
+        pytest.fail("the pinned llama.cpp source (LLAMA_RPC_TEST_ARCHIVE) is not there: run through make test or make units")
+    with tarfile.open(archive) as tar:
+        return tar.extractfile(f"{os.environ.get('LLAMA_RPC_TEST_ARCHIVE_SUBDIR', '')}/{member}").read().decode()
 
 
 def source_dir():
@@ -308,6 +321,11 @@ def llama_server(bin_dir, model, log_path, *options, timeout=300):
         if process.poll() is None:
             process.terminate()
             process.wait(timeout=10)
+
+
+def rpc_commands(log_text):
+    """How many times a worker served each RPC command (its GGML_RPC_DEBUG lines start with [command])."""
+    return dict(collections.Counter(re.findall(r"^\[([a-z_]+)\]", log_text, re.M)))
 
 
 @contextlib.contextmanager

@@ -5,7 +5,6 @@ import ast
 import os
 import re
 import shutil
-import tarfile
 from pathlib import Path
 
 import gguf as gguf_py
@@ -14,22 +13,12 @@ import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
 
 from tests.tools import model_shapes, tiny_model
-
-ARCHIVE = os.environ.get("LLAMA_RPC_TEST_ARCHIVE", "")
-SUBDIR = os.environ.get("LLAMA_RPC_TEST_ARCHIVE_SUBDIR", "")
-
-
-def pinned_source(member):
-    """A file of the pinned llama.cpp source (the test bed downloads the archive before any test runs)."""
-    if not (ARCHIVE and os.path.exists(ARCHIVE)):
-        pytest.fail("the pinned llama.cpp source (LLAMA_RPC_TEST_ARCHIVE) is not there: run through make test or make units")
-    with tarfile.open(ARCHIVE) as archive:
-        return archive.extractfile(f"{SUBDIR}/{member}").read().decode()
+from tests.tools.llama_cpp import pinned_source_file
 
 
 def test_type_table_is_the_pinned_ggml_enum():
     """ids and names: ggml/include/ggml.h's enum ggml_type of the pinned release, every one of them."""
-    header = pinned_source("ggml/include/ggml.h")
+    header = pinned_source_file("ggml/include/ggml.h")
     enum = header[header.index("enum ggml_type {"):]
     enum = enum[:enum.index("};")]
     declared = {int(number): name for name, number in re.findall(r"^\s*GGML_TYPE_(\w+)\s*=\s*(\d+),", enum, re.M)}
@@ -41,7 +30,7 @@ def test_type_table_is_the_pinned_ggml_enum():
 def test_type_table_is_the_pinned_gguf_py_table():
     """Block sizes: the pinned source's own gguf-py GGML_QUANT_SIZES (PyPI's gguf 0.19.0 is older: it lacks Q2_0 and
     sizes Q8_1 otherwise), evaluated from its text."""
-    source = pinned_source("gguf-py/gguf/constants.py")
+    source = pinned_source_file("gguf-py/gguf/constants.py")
     qk_k = int(re.search(r"^QK_K = (\d+)", source, re.M).group(1))
     enum = source[source.index("class GGMLQuantizationType"):source.index("class ExpertGatingFuncType")]
     ids = {name: int(number) for name, number in re.findall(r"^    (\w+)\s*= (\d+)$", enum, re.M)}

@@ -1,26 +1,15 @@
 """Tensor mode's rules (module_utils/plan/tensor_split.py): the architectures llama.cpp refuses, read from the pinned
 source itself, and the worker counts the collection refuses."""
 
-import os
 import re
-import tarfile
 
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import tensor_split
-
-ARCHIVE = os.environ.get("LLAMA_RPC_TEST_ARCHIVE", "")
-SUBDIR = os.environ.get("LLAMA_RPC_TEST_ARCHIVE_SUBDIR", "")
-
-
-def pinned(name):
-    if not (ARCHIVE and os.path.exists(ARCHIVE)):
-        pytest.fail("the pinned llama.cpp source (LLAMA_RPC_TEST_ARCHIVE) is not there: run through make test or make units")
-    with tarfile.open(ARCHIVE) as archive:
-        return archive.extractfile(f"{SUBDIR}/{name}").read().decode()
+from tests.tools.llama_cpp import pinned_source_file
 
 
 def test_the_excluded_architectures_are_llama_cpps_own():
-    source = pinned("src/llama-arch.cpp")
+    source = pinned_source_file("src/llama-arch.cpp")
     names = dict(re.findall(r"\{\s*(LLM_ARCH_[A-Z0-9_]+),\s*\"([^\"]+)\"\s*\}", source))
     body = source.split("bool llm_arch_supports_sm_tensor(const llm_arch & arch) {", 1)[1].split("return false;", 1)[0]
     excluded = {names[arch] for arch in re.findall(r"case (LLM_ARCH_[A-Z0-9_]+):", body)}
