@@ -62,13 +62,6 @@ def worker_pids(endpoints):
     return pids
 
 
-def commands(log_text):
-    found = {}
-    for name in re.findall(r"^\[([a-z_]+)\]", log_text, re.M):
-        found[name] = found.get(name, 0) + 1
-    return found
-
-
 def measure(bin_dir, model, workers, mode, work, rounds, tokens, draft=None):
     """Generation and prompt tokens/s (medians), the workers' busy share while generating, the load's seconds."""
     with llama_cpp.loopback_workers(bin_dir, workers, threads=1) as endpoints:
@@ -109,10 +102,10 @@ def messages(bin_dir, model, workers, mode, work, tokens=16):
             post(port, {"prompt": "Once upon a time", "n_predict": tokens + 1, "temperature": 0, "cache_prompt": False,
                         "ignore_eos": True})
             after = log.read_text()[len(loaded):]
-    load = commands(loaded)
+    load = llama_cpp.rpc_commands(loaded)
     sent = sum(int(size) for size in re.findall(r"^\[set_tensor\].*size: (\d+)", loaded, re.M))
     return {"load_messages": sum(load.values()), "load_set_tensor": load.get("set_tensor", 0), "load_bytes": sent,
-            "per_token": round(sum(commands(after).values()) / tokens, 1)}
+            "per_token": round(sum(llama_cpp.rpc_commands(after).values()) / tokens, 1)}
 
 
 def main():

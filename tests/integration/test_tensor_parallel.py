@@ -48,14 +48,6 @@ def greedy(bin_dir, model, log_path, *options):
                               for step in reply["completion_probabilities"]]
 
 
-def commands(log_text):
-    """How many times a worker served each RPC command (its GGML_RPC_DEBUG lines start with [command])."""
-    found = {}
-    for name in re.findall(r"^\[([a-z_]+)\]", log_text, re.M):
-        found[name] = found.get(name, 0) + 1
-    return found
-
-
 def test_tensor_mode_writes_the_master_alones_tokens_and_the_patch_sums_as_llama_cpp_does(
         x86_build, tensor_build, model, tmp_path):
     alone = greedy(x86_build, model, tmp_path / "alone.log")
@@ -93,7 +85,7 @@ def test_the_patch_adds_the_sums_without_graphs_and_loads_a_column_split_weight_
         with llama_cpp.loopback_workers(bin_dir, 2, threads=1, debug_dir=logs) as endpoints:
             greedy(bin_dir, model, tmp_path / f"{name}.log", "--rpc", ",".join(endpoints), "-ngl", "999", "-fa", "on",
                    "-sm", "tensor")
-        served[name] = commands(sorted(logs.glob("*.log"))[0].read_text())
+        served[name] = llama_cpp.rpc_commands(sorted(logs.glob("*.log"))[0].read_text())
     print("one worker's commands, a load and %d tokens: %s" % (TOKENS, served))
     stock, patched = served["stock"], served["patched"]
     # every allreduce of the fallback runs a one-node ADD graph on each worker; the patch runs none
