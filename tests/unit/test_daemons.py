@@ -171,6 +171,23 @@ def test_a_frozen_worker_that_serves_nobody_is_killed_once_probes_go_unanswered_
     assert watching.look({}, True, 0, 298) is None, "the clock starts again after a kill"
 
 
+def test_a_frozen_worker_whose_queue_holds_a_greeting_is_killed_for_accepting_nobody():
+    """llama-server started against a frozen worker: its greeting waits unread in the queue, where the kernel
+    accepted it, and the probes go unanswered too. Whichever sign reaches the timeout first, the reason is the one
+    that is true: nobody accepted, not a served client left waiting."""
+    for probes_silent_from in (0, 200):  # the greeting's wait first, or the probes' silence first
+        answering = [True]
+        watching, _probes = watch(answering)
+        reasons = []
+        for now in range(0, 400, 5):
+            answering[0] = now < probes_silent_from
+            reasons.append(watching.look(QUEUED, True, 1, now))
+        why = next(reason for reason in reasons if reason)
+        assert why.startswith("llama-rpc-worker@main.service has accepted no connection for 30") and \
+            "s: it serves no client, 1 wait in its port's queue" in why, why
+        assert reasons.index(why) * 5 == 300, "the greeting waited the timeout: killed then, not before"
+
+
 def test_a_worker_that_serves_a_client_or_does_not_listen_yet_is_never_killed_for_silence():
     answering = [False]
     watching, probes = watch(answering)

@@ -184,12 +184,15 @@ class Watch:
         serving = any(accepted for _unread, _received, accepted in found.values())
         stuck = self.clients.observe(waiting_answers(found), now)
         self.waited = self.unanswered.observe(self.clients, serving, now, queued)
-        if stuck:
+        if stuck and serving:
             peer, unread, waited = max(stuck, key=lambda item: item[2])
             return ("%s has left a client's %d bytes unread, with nothing new received, for %.0fs (a connection from "
                     "%s): it is waiting on a connection whose master is gone (the path to it dropped packets while the "
                     "master restarted) or it is frozen." % (self.unit, unread, waited, peer))
-        silent = 0.0 if serving or not listening else self.unanswered.not_accepting(now)
+        # serving nobody, a client's unread greeting sits in the queue: the same silence the probes find, whichever
+        # of the two reaches the timeout first
+        queue_wait = max((waited for _peer, _unread, waited in stuck), default=0.0)
+        silent = 0.0 if serving or not listening else max(self.unanswered.not_accepting(now), queue_wait)
         if silent >= self.timeout:
             return ("%s has accepted no connection for %.0fs: it serves no client, %d wait in its port's queue and "
                     "probes of the port go unanswered. It is frozen or deadlocked." % (self.unit, silent, queued))
