@@ -15,9 +15,11 @@ description:
     embeddings stay on the master unless the model ties them to its output; the multi-token-prediction layers are not
     loaded) with their file, exact offset and size, in every part of a multi-part set, and hashes each the way llama.cpp
     does (FNV-1a 64) with O(tool), at disk speed.
-  - The hashes are kept in O(manifest) and reused while every part is unchanged (same size, modification time and
-    inode) and none changed after the manifest was written (its status change time), so a re-run reads nothing but the
-    headers. The manifest carries a digest of its tensors' lines, so one cut short or edited by hand is not trusted. A
+  - The hashes are kept in O(manifest) and reused while every part is unchanged (same inode, size, modification and
+    status change time) and none changed after the manifest was written (its status change time, strictly earlier), so
+    a re-run reads nothing but the headers. A part's identity is taken before and after its hash: one that changed
+    meanwhile is hashed again, and after three tries the module fails rather than write a record of bytes it did not
+    hash. The manifest carries a digest of its tensors' lines, so one cut short or edited by hand is not trusted. A
     master built with the collection's patch C(rpc_known_hashes) reads the manifest on the same terms (and checks the
     digest) and sends the workers its hashes instead of reading and hashing their weights.
 author:
@@ -80,16 +82,35 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import changed_since, identity
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.gguf import GGUFError, read_model
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import hashed_tensors, record_digest
 
-MANIFEST_VERSION = 3  # 2: every part of a set, each tensor with its file; 3: with its digest (record_digest)
+# 2: every part of a set, each tensor with its file; 3: with its digest (record_digest); 4: each part's identity with
+# its status change time (file_identity)
+MANIFEST_VERSION = 4
+HASH_TRIES = 3  # a part that changes under every hash is being written: refused, not recorded
 
 
-def file_identity(path):
-    """What tells a file changed without reading it: size, modification time, inode."""
-    stat = os.stat(path)
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+def parts_identity(model):
+    return [MANIFEST_VERSION] + [[part["path"]] + identity(part["path"]) for part in model["parts"]]
+
+
+def hash_parts(module, tool, tensors, parts):
+    """Sets each tensor's "hash", part by part, with the llama-rpc-cache helper."""
+    for part in parts:
+        in_part = [tensor for tensor in tensors if tensor["path"] == part["path"]]
+        if not in_part:
+            continue
+        ranges = [str(value) for tensor in in_part for value in (tensor["offset"], tensor["size"])]
+        rc, stdout, stderr = module.run_command([tool, "hash", part["path"]] + ranges, expand_user_and_vars=False)
+        if rc != 0:
+            module.fail_json(msg="hashing %s failed: %s" % (part["path"], stderr.strip() or rc))
+        lines = stdout.splitlines()
+        if len(lines) != len(in_part):
+            module.fail_json(msg="hashing %s gave %d hashes for %d tensors" % (part["path"], len(lines), len(in_part)))
+        for tensor, line in zip(in_part, lines):
+            tensor["hash"] = line.split()[0]
 
 
 def main():
@@ -104,7 +125,7 @@ def main():
     params = module.params
     try:
         model = read_model(params["path"])
-        identity = [MANIFEST_VERSION] + [[part["path"]] + file_identity(part["path"]) for part in model["parts"]]
+        before = parts_identity(model)
     except (OSError, GGUFError) as error:
         module.fail_json(msg="cannot read the model: %s" % error)
     try:
@@ -112,35 +133,35 @@ def main():
             kept = json.load(handle)
         # and written after every part's last change (a link, a chmod, a write that kept the time): the patched
         # llama.cpp (rpc_known_hashes) trusts a record only then
-        written = os.stat(params["manifest"]).st_ctime_ns
-        if (kept.get("identity") == identity and kept.get("digest") == record_digest(kept["tensors"])
-                and all(os.stat(part["path"]).st_ctime_ns <= written for part in model["parts"])):
+        written = os.stat(params["manifest"])
+        if (kept.get("identity") == before and kept.get("digest") == record_digest(kept["tensors"])
+                and not any(changed_since(os.stat(part["path"]), written) for part in model["parts"])):
             module.exit_json(changed=False, tensors=kept["tensors"], hashed_bytes=sum(t["size"] for t in kept["tensors"]),
                              seconds=0.0, hash_rate=None)
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    tensors = hashed_tensors(model)
     started = time.monotonic()
-    for part in model["parts"]:
-        in_part = [tensor for tensor in tensors if tensor["path"] == part["path"]]
-        if not in_part:
-            continue
-        ranges = [str(value) for tensor in in_part for value in (tensor["offset"], tensor["size"])]
-        rc, stdout, stderr = module.run_command([params["tool"], "hash", part["path"]] + ranges, expand_user_and_vars=False)
-        if rc != 0:
-            module.fail_json(msg="hashing %s failed: %s" % (part["path"], stderr.strip() or rc))
-        lines = stdout.splitlines()
-        if len(lines) != len(in_part):
-            module.fail_json(msg="hashing %s gave %d hashes for %d tensors" % (part["path"], len(lines), len(in_part)))
-        for tensor, line in zip(in_part, lines):
-            tensor["hash"] = line.split()[0]
+    for _try in range(HASH_TRIES):
+        tensors = hashed_tensors(model)
+        hash_parts(module, params["tool"], tensors, model["parts"])
+        try:
+            if parts_identity(model) == before:
+                break
+            model = read_model(params["path"])  # its header may be another now
+            before = parts_identity(model)
+        except (OSError, GGUFError) as error:
+            module.fail_json(msg="cannot read the model: %s" % error)
+    else:
+        module.fail_json(msg="the model's parts (%s) changed while they were hashed, %d times in a row: something writes "
+                         "them. Let it finish (a download or a copy), then run again; no record was written."
+                         % (params["path"], HASH_TRIES))
     seconds = time.monotonic() - started
     hashed = sum(tensor["size"] for tensor in tensors)
     changed = False
     if not module.check_mode:
         partial = params["manifest"] + ".partial"
         with open(partial, "w") as handle:
-            json.dump({"identity": identity, "tensors": tensors, "digest": record_digest(tensors)}, handle)
+            json.dump({"identity": before, "tensors": tensors, "digest": record_digest(tensors)}, handle)
         os.replace(partial, params["manifest"])
         changed = True
     module.exit_json(changed=changed, tensors=tensors, hashed_bytes=hashed, seconds=round(seconds, 3),

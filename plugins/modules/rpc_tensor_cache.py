@@ -84,7 +84,8 @@ present_bytes:
   returned: always
   type: int
 removed:
-  description: Cache files removed, each with why (C(mismatch), C(unused), C(partial)).
+  description: Cache files removed, each with why (C(mismatch), C(unused), C(partial), C(changed): written to while it was
+    verified).
   returned: always
   type: list
   elements: dict
@@ -108,13 +109,10 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import stat_identity
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp.tensor_cache import CACHE_NAME
 
 RECORD = ".verified.json"  # what was verified, and the file state it was verified in
-
-
-def file_state(stat):
-    return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
 def write_record(path, record):
@@ -200,16 +198,18 @@ def main():
             stat = os.stat(path)
             if stat.st_size != wanted[name]:
                 why = "mismatch"
-            elif params["verify"] and record.get(name) != file_state(stat):
+            elif params["verify"] and record.get(name) != stat_identity(stat):
                 if hash_file(module, params["tool"], path) != name:
                     why = "mismatch"
+                elif stat_identity(os.stat(path)) != stat_identity(stat):
+                    why = "changed"  # written to while it was hashed: its bytes are vouched for by nothing
             if why is None:
-                new_record[name] = file_state(os.stat(path))
+                new_record[name] = stat_identity(stat)
                 present_bytes += stat.st_size
         elif params["prune"] and name not in keep:
             why = "unused"
         else:  # kept unlooked-at (another served model's, or a call that does not prune): its verification stands
-            if record.get(name) == file_state(os.stat(path)):
+            if record.get(name) == stat_identity(os.stat(path)):
                 new_record[name] = record[name]
         if why:
             removed.append({"name": name, "why": why})

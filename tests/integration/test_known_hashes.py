@@ -6,7 +6,8 @@ the collection's own module (gguf_tensor_hashes), a model whose feed-forward ten
 Every load's greedy tokens are the master alone's: cold (the record's hashes, the caches empty: the files stock writes),
 warm with every page cache dropped (the master reads only what it keeps itself: its own share and the small tensors),
 mixed (some cache files removed), with a stale record (the model replaced by hand by another of the same size under the
-same name: the record is refused, the new model's tokens come out), and with a record cut short or edited. A worker
+same name, also with its modification time put back or removed and copied back with its times, the record written
+after: the record is refused, the new model's tokens come out), and with a record cut short or edited. A worker
 killed in the middle of a load is named, and the cache guard leaves no short file behind."""
 
 import json
@@ -85,6 +86,10 @@ def test_the_known_hashes_master_loads_as_stock_does_and_reads_only_its_own_shar
     hashed = sum(tensor["size"] for tensor in kept["tensors"])
     size = model_path.stat().st_size
     alone, _log = greedy(stock, model_path)
+    # a load with no tensor on an RPC device (a draft on the master's CPU) has no use for the record: never read
+    patched_alone, patched_alone_log = greedy(patched, model_path, (), record)
+    assert patched_alone == alone and "the record" not in patched_alone_log and "tensor hashes from the record" \
+        not in patched_alone_log, patched_alone_log[-3000:]
 
     with Worker(stock, tmp_path / "s1") as first, Worker(stock, tmp_path / "s2") as second:
         stock_text, _log = greedy(stock, model_path, (first, second))
@@ -136,10 +141,31 @@ def test_the_known_hashes_master_loads_as_stock_does_and_reads_only_its_own_shar
         assert "is not used: its digest does not match its tensors" in edited_log, edited_log[-3000:]
         record.write_text(original)
 
-        # stale: the model replaced by hand by another of the same size under the same name (the same inode): the
-        # record describes the file no more; the new model's tokens come out
+        # rewritten while the record was being written: the part's bytes replaced in place with its modification time
+        # put back, then the record (whose identity was taken before) written: size, time and inode are the record's,
+        # and the record is newer than the part; only the part's status change time tells
         other = new_model(tmp_path / "other" / "model.gguf", seed=7, **SHAPE)
         assert other.stat().st_size == size
+        described = model_path.stat()
+        time.sleep(0.02)  # the change time ticks coarsely
+        with open(other, "rb") as source, open(model_path, "r+b") as target:
+            target.write(source.read())
+        os.utime(model_path, ns=(described.st_atime_ns, described.st_mtime_ns))
+        record.write_text(original)
+        rewritten_text, rewritten_log = greedy(patched, model_path, workers, record)
+        assert "is not used: it does not describe part 1 of the model" in rewritten_log, rewritten_log[-3000:]
+
+        # removed and copied back with its times (cp -p), the record written after: the same on every count but the
+        # status change time (and the inode, unless the file system gives the number again)
+        model_path.unlink()
+        subprocess.run(["cp", "-p", str(other), str(model_path)], check=True)
+        os.utime(model_path, ns=(described.st_atime_ns, described.st_mtime_ns))
+        record.write_text(original)
+        copied_text, copied_log = greedy(patched, model_path, workers, record)
+        assert "is not used: it does not describe part 1 of the model" in copied_log, copied_log[-3000:]
+
+        # stale: the model replaced by hand by another of the same size under the same name (the same inode): the
+        # record describes the file no more; the new model's tokens come out
         with open(other, "rb") as source, open(model_path, "r+b") as target:
             target.write(source.read())
         stale_text, stale_log = greedy(patched, model_path, workers, record)
@@ -149,7 +175,9 @@ def test_the_known_hashes_master_loads_as_stock_does_and_reads_only_its_own_shar
     for name, text in (("stock through the workers", stock_text), ("cold", cold_text), ("warm", warm_text),
                        ("mixed", mixed_text), ("a record cut short", cut_text), ("an edited record", edited_text)):
         assert text == alone, f"{name}: {text!r} is not the master alone's {alone!r}"
-    assert stale_text == other_alone != alone, (stale_text, other_alone, alone)
+    for name, text in (("a part rewritten with its time put back", rewritten_text), ("a part copied back", copied_text),
+                       ("stale", stale_text)):
+        assert text == other_alone != alone, (name, text, other_alone, alone)
 
 
 def test_a_worker_killed_mid_load_is_named_and_leaves_no_short_cache_file(builds, tmp_path):

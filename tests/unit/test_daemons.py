@@ -639,6 +639,13 @@ def test_a_cache_file_left_short_is_removed_and_a_whole_one_is_hashed_once(tmp_p
     assert "the tensor cache holds 16.0 KiB in 1 files" in text
 
 
+def test_the_guard_tells_a_change_by_the_collections_identity_of_a_file(tmp_path):
+    """The guard cannot import module_utils: its state is made of the same fields as file_identity's."""
+    from ansible_collections.graviton.llama_rpc.plugins.module_utils.host import file_identity
+    seen = os.stat_result((0o100644, 11, 3, 1, 0, 0, 22, 5, 6, 7, 5.5, 6.5, 7.5, 0, 33, 44, 55))
+    assert sorted(cache_guard.file_state(seen)) == sorted(file_identity.stat_identity(seen)) == [11, 22, 33, 44]
+
+
 def test_a_file_still_being_written_is_left_alone(tmp_path):
     young = tmp_path / ("0" * 16)
     young.write_bytes(b"partial")

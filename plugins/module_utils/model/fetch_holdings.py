@@ -11,8 +11,9 @@ import json
 import os
 import time
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import identity
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import sha256_job
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import HASH_START_SECONDS, identity
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import HASH_START_SECONDS
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Refused
 
 
@@ -119,8 +120,14 @@ class FetchHoldings:
         if "link" in part:
             if os.path.lexists(staged):
                 os.unlink(staged)
+            before = identity(part["link"])
             os.link(part["link"], staged)
-            self.record[staged] = {"identity": identity(staged), "sha256": part["sha256"]}
+            # a link is a change of the inode (its status change time): every verified name of those bytes follows
+            after = identity(staged)
+            for kept in self.record.values():
+                if kept["identity"] == before:
+                    kept["identity"] = after
+            self.record[staged] = {"identity": after, "sha256": part["sha256"]}
             self.changed = True
         elif part.get("todo") == "download" and os.path.exists(staged):
             os.replace(staged, partial)

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import identity
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_releases
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Source
 
@@ -20,11 +21,6 @@ CHUNK = 1 << 20
 RECORD = model_releases.RECORD
 # A hashing process that has written no report this long after it was started never ran: start it again.
 HASH_START_SECONDS = 60
-
-
-def identity(path):
-    stat = os.stat(path)
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
 
 
 def source_key(parts, sha256sums):

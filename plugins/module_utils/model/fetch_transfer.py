@@ -13,6 +13,7 @@ import threading
 import time
 from urllib.error import HTTPError
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import identity
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_releases
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import CHUNK, free_bytes
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Refused, refusal, total_of
@@ -127,9 +128,15 @@ class FetchTransfer:
                           "Check the checksum, or the source serves another file." % (
                               part["number"], part["name"], outcome, part["sha256"],
                               "rpc_master_model_sha256sums" if self.params["sha256sums"] else "rpc_master_model_sha256"))
+        if self.record[partial]["identity"] != identity(partial):  # written to after its hash: verified again
+            self.record.pop(partial)
+            part["state"] = "verifying"
+            return
         os.chmod(partial, 0o644)
         os.replace(partial, part["path"])
-        self.record[part["path"]] = self.record.pop(partial)
+        # the mode and the name are changes of the inode (its status change time): its verified identity is the new one
+        self.record.pop(partial)
+        self.record[part["path"]] = {"identity": identity(part["path"]), "sha256": part["sha256"]}
         self.changed = True
 
     def failed_attempt(self, part, why):

@@ -58,7 +58,9 @@ def tool_hasher(cache_tool):
 
 
 def file_state(seen):
-    """What tells a file changed without reading it: size, modification and change time, inode."""
+    """What tells a file changed without reading it: size, modification and status change time, inode. The fields of
+    the collection's file_identity.stat_identity (module_utils/host), which this daemon cannot import (a unit test
+    keeps them the same), in the order this daemon's state file has always kept them."""
     return (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino)
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.host import file_identity
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.modules import gguf_tensor_hashes
 
@@ -57,9 +58,52 @@ def test_a_part_changed_after_the_manifest_keeping_its_times_is_hashed_again(too
         handle.seek(last["offset"])
         handle.write(os.urandom(4096))
     os.utime(copy, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert gguf_tensor_hashes.file_identity(str(copy)) == [before.st_size, before.st_mtime_ns, before.st_ino]
+    after = os.stat(copy)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
     again = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=manifest)
     assert again["changed"] and again["tensors"][-1]["hash"] != last["hash"]
+
+
+def changing_tool(tool, tmp_path, model, times):
+    """A hash helper that, the first `times` runs, rewrites the model's last bytes and puts its modification time back
+    (a write during the hash that a size, time and inode check cannot see), then hashes as the real one does."""
+    script = tmp_path / "changing-tool"
+    script.write_text(f"""#!/bin/sh
+count=$(cat {tmp_path}/runs 2>/dev/null || echo 0); echo $((count + 1)) > {tmp_path}/runs
+if [ "$count" -lt {times} ]; then
+  mtime=$(stat -c %y {model}); sleep 0.02
+  printf 'changed%s' "$count" | dd of={model} bs=1 seek=$(($(stat -c %s {model}) - 8)) conv=notrunc 2>/dev/null
+  touch -d "$mtime" {model}
+fi
+exec {tool} "$@"
+""")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_part_rewritten_during_its_hash_is_hashed_again_and_the_record_is_of_what_was_hashed(tool, model, tmp_path,
+                                                                                                capsys):
+    copy = tmp_path / "big.gguf"
+    shutil.copyfile(model, copy)
+    manifest = tmp_path / "m.json"
+    result = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=changing_tool(tool, tmp_path, copy, 1),
+                        manifest=str(manifest))
+    assert result["changed"] and (tmp_path / "runs").read_text().strip() == "2", "hashed once more after the change"
+    fresh = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=str(tmp_path / "fresh.json"))
+    assert result["tensors"] == fresh["tensors"], "the record is of the bytes as they are now"
+    assert json.loads(manifest.read_text())["identity"][1][1:] == file_identity.identity(str(copy))
+
+
+def test_a_part_that_changes_under_every_hash_is_refused_and_no_record_is_written(tool, model, tmp_path, capsys):
+    copy = tmp_path / "big.gguf"
+    shutil.copyfile(model, copy)
+    manifest = tmp_path / "m.json"
+    result = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=changing_tool(tool, tmp_path, copy, 99),
+                        manifest=str(manifest))
+    assert result["failed"] and result["msg"] == (
+        "the model's parts (%s) changed while they were hashed, 3 times in a row: something writes them. Let it finish "
+        "(a download or a copy), then run again; no record was written." % copy)
+    assert not manifest.exists()
 
 
 def test_check_mode_hashes_but_writes_no_manifest(tool, model, tmp_path, capsys):

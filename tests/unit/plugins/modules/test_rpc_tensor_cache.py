@@ -108,6 +108,25 @@ def test_check_replace_and_prune(tool, model, tmp_path, capsys):
     assert other.exists() and not unpruned["removed"] and (cache / wanted[2]["hash"]).exists()
 
 
+def test_a_cache_file_written_to_while_it_is_verified_is_removed_not_recorded(tool, tmp_path, capsys):
+    """Its bytes hashed to its name, then changed before the look after the hash: nothing vouches for what it holds
+    now, so it goes (and is sent again), never into the record that spares the next check its read."""
+    cache = tmp_path / "rpc"
+    cache.mkdir()
+    weights = os.urandom(4096)
+    name = fnv1a64(weights)
+    (cache / name).write_bytes(weights)
+    hasher = tmp_path / "hash-then-write"  # hashes as the helper does, then a writer reaches the file
+    hasher.write_text(f"#!/bin/sh\n{tool} \"$@\"\nsleep 0.02; printf x >> {cache / name}\n")
+    hasher.chmod(0o755)
+    result = run_module(rpc_tensor_cache.main, capsys, dir=str(cache), owner=OWNER, tool=str(hasher),
+                        wanted=[{"hash": name, "size": len(weights)}])
+    assert result["removed"] == [{"name": name, "why": "changed"}] and result["missing"] == [
+        {"hash": name, "size": len(weights)}], result
+    record = cache / ".verified.json"
+    assert not record.exists() or name not in json.loads(record.read_text())
+
+
 def test_a_cache_too_small_for_its_share_says_so(tool, tmp_path, capsys):
     result = run_module(rpc_tensor_cache.main, capsys, dir=str(tmp_path / "rpc"), owner=OWNER, tool=tool,
                         wanted=[{"hash": "0123456789abcdef", "size": 1 << 60}])
