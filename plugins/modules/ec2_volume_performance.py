@@ -16,8 +16,10 @@ description:
     tagged with what it had (O(tag), C(<iops>/<MiB/s>)); with O(state=provisioned) a volume so tagged is modified back
     to it, and the tag removed once it has it.
   - A volume can be modified at most four times in a rolling 24 hours, each once the previous modification has
-    completed (the ModifyVolume API reference). A volume that cannot be modified now is left as it is and reported with
-    the reason and, when it is the limit, the time it can be; the module does not fail for it.
+    completed (the ModifyVolume API reference). A volume whose last modification is under way is left as it is; one AWS
+    refuses for the limit (C(VolumeModificationRateExceeded)) is reported with AWS's words and the time it can change
+    again at the latest (24 hours after its last modification began: DescribeVolumesModifications shows only the last,
+    and AWS's message gives no time). The module does not fail for either.
   - In check mode it says what it would do and changes nothing.
 author:
   - graviton.llama_rpc developers (@graviton)
@@ -68,8 +70,8 @@ RETURN = r"""
 volumes:
   description:
     - Per volume C(volume_id), C(action) (V(lowered), V(restored), V(blocked), V(none)), C(iops) and C(throughput) as
-      it is now (or will be, in check mode), C(reason) (why nothing was done) and C(from) (when a volume at AWS's limit
-      can be modified, ISO 8601, or null).
+      it is now (or will be, in check mode), C(reason) (why nothing was done) and C(from) (by when, at the latest, a
+      volume at AWS's limit can be modified again, ISO 8601, or null).
   returned: always
   type: list
   elements: dict
@@ -116,7 +118,8 @@ def main():
     now = datetime.datetime.now(datetime.timezone.utc)
     for volume in sorted(volumes, key=lambda item: item["VolumeId"]):
         vid = volume["VolumeId"]
-        decision = volume_performance.decide(volume, [item for item in modifications if item.get("VolumeId") == vid],
+        mine = [item for item in modifications if item.get("VolumeId") == vid]
+        decision = volume_performance.decide(volume, mine,
                                              params["state"], now, params["tag"],
                                              asked=(params["iops"], params["throughput"]) if params["iops"] else None)
         entry = {"volume_id": vid, "action": DONE.get(decision["action"], decision["action"]),
@@ -137,11 +140,16 @@ def main():
                             {item["Key"]: item["Value"] for item in volume.get("Tags") or []}.get(params["tag"])):
                         client.delete_tags(Resources=[vid], Tags=[{"Key": params["tag"]}], aws_retry=True)
                 except botocore.exceptions.ClientError as error:
-                    # AWS's own limit, met between our look and the call: reported, not failed
-                    if "Modification" not in error.response.get("Error", {}).get("Code", ""):
+                    # AWS's own limits (a fifth modification in a day; one under way, begun since our look): reported,
+                    # not failed
+                    code = error.response.get("Error", {}).get("Code", "")
+                    if "Modification" not in code:
                         module.fail_json_aws(error, msg="cannot modify %s" % vid)
+                    said = error.response["Error"].get("Message", "AWS refused the modification")
+                    reason, free_at = (volume_performance.refused_for_rate(mine, said, now)
+                                       if code == volume_performance.RATE_EXCEEDED else ("%s: %s" % (code, said), None))
                     entry.update(action="blocked", iops=volume.get("Iops"), throughput=volume.get("Throughput"),
-                                 reason=error.response["Error"].get("Message", "AWS refused the modification"))
+                                 reason=reason, **{"from": free_at.isoformat() if free_at else None})
         result["volumes"].append(entry)
     module.exit_json(**result)
 

@@ -90,6 +90,37 @@ def volumes_name_their_snapshot():
     elastic_block_store.Volume.__init__ = init
 
 
+RATE_MESSAGE = ("You've reached the maximum modification rate per volume limit. Wait at least 6 hours between "
+                "modifications per EBS volume.")  # AWS's words, as users of ModifyVolume have reported them
+
+
+def volume_modifications_as_aws(patch=setattr):
+    """moto keeps every modification of a volume and refuses none. AWS's DescribeVolumesModifications answers only a
+    volume's most recent one, and ModifyVolume refuses a fifth in a rolling 24 hours with the code
+    VolumeModificationRateExceeded (ModifyVolume's reference). patch: setattr, or a test's monkeypatch.setattr."""
+    import datetime  # pylint: disable=import-outside-toplevel
+    from moto.core.utils import utcnow  # pylint: disable=import-outside-toplevel
+    from moto.ec2.exceptions import EC2ClientError  # pylint: disable=import-outside-toplevel
+    from moto.ec2.models.elastic_block_store import EBSBackend  # pylint: disable=import-outside-toplevel
+    modify, describe = EBSBackend.modify_volume, EBSBackend.describe_volumes_modifications
+
+    def modify_volume(self, volume_id, *args, **kwargs):
+        day_ago = utcnow() - datetime.timedelta(hours=24)
+        if sum(item.start_time > day_ago for item in self.get_volume(volume_id).modifications) >= 4:
+            raise EC2ClientError("VolumeModificationRateExceeded", RATE_MESSAGE)
+        return modify(self, volume_id, *args, **kwargs)
+
+    def describe_volumes_modifications(self, *args, **kwargs):
+        latest = {}
+        for item in describe(self, *args, **kwargs):
+            if item.volume_id not in latest or item.start_time >= latest[item.volume_id].start_time:
+                latest[item.volume_id] = item
+        return list(latest.values())
+
+    patch(EBSBackend, "modify_volume", modify_volume)
+    patch(EBSBackend, "describe_volumes_modifications", describe_volumes_modifications)
+
+
 def placement_groups():
     """moto 5.2 has no placement-group API (its calls answer HTTP 500). This answers CreatePlacementGroup (with its
     tags), DescribePlacementGroups (by name, by the filters group-name and tag:KEY) and DeletePlacementGroup as AWS does,
@@ -156,6 +187,7 @@ def serve(port, pidfile=None, consoles=()):
     os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
     load_images()
     volumes_name_their_snapshot()
+    volume_modifications_as_aws()
     placement_groups()
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel

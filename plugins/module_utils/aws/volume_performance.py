@@ -7,8 +7,10 @@ gp3 includes 3,000 IOPS and 125 MiB/s; what is provisioned beyond is billed per 
 its instance runs or not (https://aws.amazon.com/ebs/pricing/). Only a load needs it, so a stop may lower a volume to
 the baseline (noting what it had in a tag on the volume) and a start raise it again. ModifyVolume allows a volume up to
 four modifications in a rolling 24 hours, each once the previous one has completed
-(https://docs.aws.amazon.com/cli/latest/reference/ec2/modify-volume.html): a volume that cannot be modified now is left
-as it is, and the reason and the time it can be are said.
+(https://docs.aws.amazon.com/cli/latest/reference/ec2/modify-volume.html). DescribeVolumesModifications answers only a
+volume's most recent modification, so the count cannot be read ahead: a modification under way is seen (and the
+volume left as it is), a fifth in the day is AWS's refusal (VolumeModificationRateExceeded, whose message gives no
+time), and the time it can change again is bounded from the last modification's start.
 
 Only decisions live here (unit-tested); the module ec2_volume_performance acts on them.
 """
@@ -21,22 +23,29 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.aws.cluster_bil
     GP3_INCLUDED_IOPS as BASELINE_IOPS, GP3_INCLUDED_MIB_S as BASELINE_MIB_S, PROVISIONED_TAG as TAG,
     provisioned_from_tag as parse_tag)
 
-MAX_MODIFICATIONS, WINDOW = 4, datetime.timedelta(hours=24)
+WINDOW = datetime.timedelta(hours=24)
+RATE_EXCEEDED = "VolumeModificationRateExceeded"  # ModifyVolume's refusal of a fifth modification in the window
 
 
 def blocked(modifications, now):
     """Why a volume cannot be modified now, and from when it can (None, None when it can): its last modification still
-    under way, or four in the last 24 hours. modifications: DescribeVolumesModifications' entries for the volume."""
+    under way. modifications: DescribeVolumesModifications' entries for the volume (AWS gives only the last)."""
     under_way = [item for item in modifications if item.get("ModificationState") in ("modifying", "optimizing")]
     if under_way:
         return ("its last modification (started %s) is still %s; a volume is modified again once that has completed"
                 % (under_way[0]["StartTime"].strftime("%Y-%m-%d %H:%M UTC"), under_way[0]["ModificationState"]), None)
-    recent = sorted(item["StartTime"] for item in modifications
-                    if item.get("StartTime") and now - item["StartTime"] < WINDOW)
-    if len(recent) >= MAX_MODIFICATIONS:
-        free_at = recent[-MAX_MODIFICATIONS] + WINDOW
-        return ("it was modified %d times in the last 24 hours, AWS's limit" % len(recent), free_at)
     return None, None
+
+
+def refused_for_rate(modifications, message, now):
+    """(reason, from) of a volume whose ModifyVolume AWS refused with RATE_EXCEEDED: the four modifications of its
+    rolling 24 hours all began no later than the last one DescribeVolumesModifications shows, so it can change again
+    24 hours after that one began at the latest (24 hours from now when none is shown)."""
+    starts = [item["StartTime"] for item in modifications if item.get("StartTime")]
+    last = max(starts) if starts else None
+    return ("AWS refused a fifth modification in its rolling 24 hours (%s: %s)%s" % (
+        RATE_EXCEEDED, message, "; the last one began %s" % last.strftime("%Y-%m-%d %H:%M UTC") if last else ""),
+        (last or now) + WINDOW)
 
 
 def decide(volume, modifications, state, now, tag=TAG, asked=None):

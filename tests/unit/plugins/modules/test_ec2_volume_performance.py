@@ -1,6 +1,9 @@
 """ec2_volume_performance against moto in-process: a stop lowers a provisioned gp3 volume to the baseline and notes
 what it had, a start restores it and drops the note, a volume at the baseline is left alone, check mode changes nothing,
-and a fifth modification within 24 hours is reported, not attempted, not failed."""
+and a fifth modification within 24 hours, refused by a moto that answers as AWS does, is reported with the time it can
+be made, not failed."""
+
+import datetime
 
 import pytest
 
@@ -11,6 +14,7 @@ import boto3  # noqa: E402
 
 from ansible_collections.graviton.llama_rpc.plugins.modules import ec2_volume_performance as module  # noqa: E402
 
+from tests.tools import moto_aws  # noqa: E402
 from tests.unit.plugins.module_runner import run_module  # noqa: E402
 
 REGION = "eu-west-1"
@@ -21,6 +25,7 @@ def fixture_ec2():
     with pytest.MonkeyPatch.context() as patch, moto.mock_aws():
         patch.setenv("AWS_ACCESS_KEY_ID", "testing")
         patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        moto_aws.volume_modifications_as_aws(patch.setattr)  # the last modification only, and the fifth refused
         yield boto3.client("ec2", region_name=REGION)
 
 
@@ -52,13 +57,16 @@ def test_a_stop_lowers_a_start_restores_and_a_baseline_volume_is_left(ec2, capsy
     assert not run_module(module.main, capsys, region=REGION, volume_ids=[fast], state="provisioned")["changed"]
 
 
-def test_a_fifth_modification_in_a_day_is_reported_not_tried(ec2, capsys):
+def test_a_fifth_modification_in_a_day_is_refused_by_aws_and_reported_with_its_time(ec2, capsys):
     vid = make(ec2, 4000, 1000)
     for step in range(4):  # two stops and two starts: AWS's limit for the day
         state = "baseline" if step % 2 == 0 else "provisioned"
         assert run_module(module.main, capsys, region=REGION, volume_ids=[vid], state=state)["changed"]
+    [last] = ec2.describe_volumes_modifications(VolumeIds=[vid])["VolumesModifications"]
     fifth = run_module(module.main, capsys, region=REGION, volume_ids=[vid], state="baseline")
     [entry] = fifth["volumes"]
-    assert not fifth["changed"] and entry["action"] == "blocked", entry
-    assert "modified 4 times in the last 24 hours" in entry["reason"] and entry["from"], entry
+    assert not fifth.get("failed") and entry["action"] == "blocked", fifth
+    assert entry["reason"].startswith("AWS refused a fifth modification in its rolling 24 hours "
+                                      "(VolumeModificationRateExceeded: %s); the last one began " % moto_aws.RATE_MESSAGE)
+    assert entry["from"] == (last["StartTime"] + datetime.timedelta(hours=24)).isoformat(), entry
     assert described(ec2, vid)[:2] == (4000, 1000)
