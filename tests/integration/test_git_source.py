@@ -4,7 +4,8 @@ pinned llama.cpp tree committed once per machine with fixed names and dates (so 
 tagged as the release, reached by the host over file://, a transport the role's git module uses as it uses https.
 
 One target (the RPC worker's), to keep the compile short: this is also the test of a worker-only build
-(llama_build_targets: [ggml-rpc-server]), which has the worker program, the role's helpers and nothing else. The
+(llama_build_targets: [ggml-rpc-server]), which has the worker program, the role's helpers and nothing else, and takes
+the worker's patch (rpc_cache_check) but not the master's. The
 build is kept in the machine's build cache like every other: the checkout and the compile run when that cache lacks it
 (every fresh machine, every change to the tag, the repository or the role's build identity); a warm run installs the
 kept build, as for the archive path."""
@@ -56,7 +57,7 @@ def built(tmp_path_factory):
     with containers.throwaway_host(HOST, HOST, tmp_path_factory.mktemp("inventory"), volumes) as (container, inventory):
         # the build's role variables: no archive at all
         extra = {"llama_build_source": "git", "llama_build_git_repo": f"file://{REPOSITORY}", "llama_build_version": VERSION,
-                 "llama_build_targets": ["ggml-rpc-server"], "llama_build_patches": ["rpc_known_hashes"],
+                 "llama_build_targets": ["ggml-rpc-server"], "llama_build_patches": ["rpc_known_hashes", "rpc_cache_check"],
                  "llama_build_controller_cache": str(llama_cpp.BUILD_CACHE / "artifacts")}
         result = containers.run_playbook(inventory, PLAYBOOK, extra, timeout=3600)
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
@@ -77,14 +78,15 @@ def test_the_tag_is_checked_out_built_and_recorded(built):
     assert fact["identity"]["source"] == f"git file://{REPOSITORY} at {commit[:9]}", fact["identity"]
 
 
-def test_a_worker_only_build_ignores_the_masters_patches_and_says_so(built):
-    """llama_build_patches: [rpc_known_hashes] on a build with no program that loads a model: not applied (the build and
-    its id are stock's), and the run says so."""
+def test_a_worker_only_build_takes_the_workers_patch_and_ignores_the_masters_saying_so(built):
+    """llama_build_patches: [rpc_known_hashes, rpc_cache_check] on a build with no program that loads a model: the
+    master's patch is not applied, and the run says so; the worker's (it changes ggml-rpc-server only) is."""
     result, _rerun, container, _commit = built
-    assert "llama_build_patches (rpc_known_hashes) ignored on" in result.stdout, result.stdout[-3000:]
-    assert "has no program that loads a model" in result.stdout
+    assert "llama_build_patches ignored on %s, whose build has only ggml-rpc-server (llama_build_targets): " \
+        "rpc_known_hashes changes only the programs that load a model (llama-server, llama-completion, llama-cli, " \
+        "llama-bench)." % HOST in result.stdout, result.stdout[-3000:]
     record = json.loads(containers.read_file(container, "/opt/llama.cpp/current/build-record.json"))
-    assert record.get("patches", []) == [], record
+    assert record.get("patches", []) == ["rpc_cache_check"], record
 
 
 def test_a_worker_only_build_has_the_worker_program_its_helpers_and_nothing_else(built):

@@ -32,8 +32,10 @@ PROMPT, TOKENS = "The cluster", 12
 
 @pytest.fixture(scope="module")
 def builds(x86_build, tmp_path_factory):
-    """(stock bin dir, known-hashes bin dir)."""
-    return x86_build, llama_cpp.role_build(tmp_path_factory.mktemp("known-hashes-build"), patches=["rpc_known_hashes"])
+    """(stock bin dir, known-hashes and cache-check bin dir)."""
+    # the worker's patch too (its rpc-server checks each cache file it uses): one patched build for both sides
+    return x86_build, llama_cpp.role_build(tmp_path_factory.mktemp("known-hashes-build"),
+                                           patches=["rpc_known_hashes", "rpc_cache_check"])
 
 
 def write_record(bin_dir, model_path):
@@ -178,6 +180,41 @@ def test_the_known_hashes_master_loads_as_stock_does_and_reads_only_its_own_shar
     for name, text in (("a part rewritten with its time put back", rewritten_text), ("a part copied back", copied_text),
                        ("stale", stale_text)):
         assert text == other_alone != alone, (name, text, other_alone, alone)
+
+
+def test_a_cache_file_cut_short_or_replaced_never_fills_a_tensor_of_a_checking_worker(builds, tmp_path):
+    """A worker whose cache holds one file cut short (a disk that filled) and one replaced by another model's tensor of
+    the same size, with no guard between (a restart of llama-server alone): rpc_cache_check's worker takes neither, and
+    the stock master's load gives the master alone's tokens; a stock worker fills the tensors with them."""
+    stock, patched = builds
+    model_path = new_model(tmp_path / "model" / "model.gguf", **SHAPE)
+    other = new_model(tmp_path / "other" / "model.gguf", seed=7, **SHAPE)
+    _record, kept = write_record(stock, model_path)
+    alone, _log = greedy(stock, model_path)
+    found = {}
+    for name, bin_dir in (("checking", patched), ("stock", stock)):
+        with Worker(bin_dir, tmp_path / name) as worker:
+            greedy(stock, model_path, (worker,))
+            short, replaced = (worker.cache / tensor["hash"] for tensor in kept["tensors"][:2])
+            os.truncate(short, kept["tensors"][0]["size"] // 2)
+            with open(other, "rb") as source:
+                source.seek(kept["tensors"][1]["offset"])
+                replaced.write_bytes(source.read(kept["tensors"][1]["size"]))
+            worker.wait_for_memory_back()
+            saved = worker.saved()
+            text, _log = greedy(stock, model_path, (worker,))
+            found[name] = (text, worker.log.read_text(errors="replace"), worker.saved() - saved)
+            if name == "checking":
+                assert short.stat().st_size == kept["tensors"][0]["size"], "the tensor's bytes were not saved again"
+                with open(model_path, "rb") as source:
+                    source.seek(kept["tensors"][1]["offset"])
+                    assert replaced.read_bytes() == source.read(kept["tensors"][1]["size"]), "the replaced file stayed"
+    text, log, saved_again = found["checking"]
+    assert text == alone, (text, alone)
+    assert log.count("does not hash to its name: not used") == 2 and saved_again == 2, log[-3000:]
+    text, log, saved_again = found["stock"]
+    assert "does not hash" not in log and saved_again == 0 and text != alone, \
+        "a stock worker used the damaged files as they were: the comparison shows what the check does"
 
 
 def test_a_worker_killed_mid_load_is_named_and_leaves_no_short_cache_file(builds, tmp_path):

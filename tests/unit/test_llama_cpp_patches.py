@@ -85,6 +85,24 @@ def test_the_known_hashes_patch_keeps_the_hash_and_the_messages():
     assert "GGML_RPC_HASH_RECORD" in text
 
 
+def test_the_cache_check_patch_changes_only_the_workers_answer_to_a_hash():
+    """rpc_cache_check: removes nothing, adds no command, and its one change is in rpc_server::set_tensor_hash, where a
+    file whose bytes do not hash (llama.cpp's own fnv_hash) to the name asked for answers as a missing one does."""
+    text = (PATCHES / "b11312" / "rpc_cache_check.patch").read_text()
+    text = text[text.index("\n--- a/"):]
+    removed = [line for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = "\n".join(line[1:] for line in text.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    assert removed == [] and "RPC_CMD_" not in added and "RPC_PROTO" not in added
+    assert touched(PATCHES / "b11312" / "rpc_cache_check.patch") == ["ggml/src/ggml-rpc/ggml-rpc.cpp"]
+    assert "if (fnv_hash(cached_file.data(), size) != request.hash) {" in added
+    assert "response.result = 0;\n        return true;" in added
+    with tarfile.open(ARCHIVE) as archive:  # the hunk sits in the worker's set_tensor_hash, after the file is read
+        source = archive.extractfile(f"{SUBDIR}/ggml/src/ggml-rpc/ggml-rpc.cpp").read().decode()
+    start = int(re.search(r"^@@ -(\d+),", text, re.M).group(1))
+    before = source.splitlines()[:start + 3]
+    assert "bool rpc_server::set_tensor_hash(" in "\n".join(before[-15:]), before[-15:]
+
+
 def test_the_tensor_parallel_patch_keeps_the_messages_and_offers_the_meta_backends_hook():
     """A stock worker serves a master with rpc_tensor_parallel: no RPC command added, no message or hash changed; it
     offers ggml-backend-meta.cpp's allreduce hook under the names the meta backend asks for, and a 2-D set."""
