@@ -18,7 +18,7 @@ description:
   - A volume can be modified at most four times in a rolling 24 hours, each once the previous modification has
     completed (the ModifyVolume API reference). A volume whose last modification is under way is left as it is; one AWS
     refuses for the limit (C(VolumeModificationRateExceeded)) is reported with AWS's words and the time it can change
-    again at the latest (24 hours after its last modification began: DescribeVolumesModifications shows only the last,
+    again at the latest, 24 hours after its last modification began (DescribeVolumesModifications shows only the last,
     and AWS's message gives no time). The module does not fail for either.
   - In check mode it says what it would do and changes nothing.
 author:

@@ -17,7 +17,7 @@ description:
     does (FNV-1a 64) with O(tool), at disk speed.
   - The hashes are kept in O(manifest) and reused while every part is unchanged (same inode, size, modification and
     status change time) and none changed after the manifest was written (its status change time, strictly earlier), so
-    a re-run reads nothing but the headers. A part's identity is taken before and after its hash: one that changed
+    a re-run reads nothing but the headers. A part's identity is taken before and after its hash; one that changed
     meanwhile is hashed again, and after three tries the module fails rather than write a record of bytes it did not
     hash. The manifest carries a digest of its tensors' lines, so one cut short or edited by hand is not trusted. A
     master built with the collection's patch C(rpc_known_hashes) reads the manifest on the same terms (and checks the

@@ -84,7 +84,7 @@ present_bytes:
   returned: always
   type: int
 removed:
-  description: Cache files removed, each with why (C(mismatch), C(unused), C(partial), C(changed): written to while it was
+  description: Cache files removed, each with why (C(mismatch), C(unused), C(partial), C(changed), written to while it was
     verified).
   returned: always
   type: list

@@ -81,8 +81,8 @@ exec {tool} "$@"
     return str(script)
 
 
-def test_a_part_rewritten_during_its_hash_is_hashed_again_and_the_record_is_of_what_was_hashed(tool, model, tmp_path,
-                                                                                                capsys):
+def test_a_part_rewritten_during_its_hash_is_hashed_again_and_the_record_is_of_what_was_hashed(
+        tool, model, tmp_path, capsys):
     copy = tmp_path / "big.gguf"
     shutil.copyfile(model, copy)
     manifest = tmp_path / "m.json"
