@@ -121,6 +121,16 @@ def volume_modifications_as_aws(patch=setattr):
     patch(EBSBackend, "describe_volumes_modifications", describe_volumes_modifications)
 
 
+def public_addresses_on_loopback():
+    """moto gives instances public addresses in 54.214.0.0/16, AWS's own: a test that waits for SSH on one (the bound
+    of aws_infra_ssh_timeout) would send traffic off this machine. These are in 127.0.0.0/8 instead, where nothing
+    answers on port 22 of this machine."""
+    import random  # pylint: disable=import-outside-toplevel
+    from moto.ec2.models import elastic_network_interfaces  # pylint: disable=import-outside-toplevel
+    elastic_network_interfaces.random_public_ip = lambda: "127.214.%d.%d" % (random.randrange(255),
+                                                                             1 + random.randrange(254))
+
+
 def placement_groups():
     """moto 5.2 has no placement-group API (its calls answer HTTP 500). This answers CreatePlacementGroup (with its
     tags), DescribePlacementGroups (by name, by the filters group-name and tag:KEY) and DeletePlacementGroup as AWS does,
@@ -188,6 +198,7 @@ def serve(port, pidfile=None, consoles=()):
     load_images()
     volumes_name_their_snapshot()
     volume_modifications_as_aws()
+    public_addresses_on_loopback()
     placement_groups()
     from moto.server import ThreadedMotoServer  # pylint: disable=import-outside-toplevel
     from moto.ssm.models import Parameter, ssm_backends  # pylint: disable=import-outside-toplevel

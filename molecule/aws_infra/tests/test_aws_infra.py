@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import boto3
@@ -312,6 +313,18 @@ def test_stop_and_start_touch_the_tagged_instances_only_and_find_the_new_address
     assert set(volumes().values()) == {(4000, 1000, None)}, volumes()
     assert "restored to 4000 IOPS and 1000 MiB/s" in started.stdout
     assert figures(started.stdout)[0] == running_before[0] and decoys_running() == decoys
+
+    # a master SSH never answers (moto's public addresses are on loopback here, where nothing listens on port 22): the
+    # wait ends at aws_infra_ssh_timeout, named, with what to check
+    assert master["PublicIpAddress"].startswith("127."), "the wait would send traffic off this machine"
+    began = time.monotonic()
+    unreachable = playbook("start.yml", dict(power, aws_infra_wait_for_ssh=True, aws_infra_ssh_timeout=3))
+    waited = time.monotonic() - began
+    said = " ".join((unreachable.stdout + unreachable.stderr).split())
+    assert unreachable.returncode != 0 and (f"The master {master['InstanceId']} of cluster {CLUSTER} runs but SSH at its "
+                                            f"public address {master['PublicIpAddress']}, port 22, did not answer within 3 s "
+                                            "(aws_infra_ssh_timeout)") in said, said[-3000:]
+    assert "aws ec2 get-console-output --region eu-west-1" in said and waited < 120, waited
 
     # The master's volume was modified at provisioning, at the stop and at the start: a fourth modification (this stop)
     # is AWS's last in 24 hours, and AWS (moto answering as it does) refuses the next start's: the volume stays lowered,
