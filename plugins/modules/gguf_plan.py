@@ -97,9 +97,12 @@ options:
   draft:
     description:
       - The draft model of speculative decoding, which llama-server keeps on the master's own CPU beside the model, given by
-        C(path) (its file, or a set's first part). Its vocabulary must be one llama-server accepts beside the model's (the
-        same tokenizer, BOS and EOS, the same tokens within llama.cpp's bounds), else the plan is refused naming the
-        difference. Its weights, caches and compute buffers for O(context_size) and O(slots) are llama.cpp's projection
+        C(path) (its file, or a set's first part), and C(kind), the kind of speculative decoding (default
+        V(draft-simple)). Each kind's rule is llama.cpp's, else the plan is refused naming the difference; for
+        V(draft-simple) the vocabulary must be one llama-server accepts beside the model's (the same tokenizer, BOS and
+        EOS, the same tokens within llama.cpp's bounds); V(draft-eagle3) takes an eagle3 draft with three extract layers,
+        V(draft-dflash) and V(draft-dspark) a dflash draft. C(kind=draft-mtp) with no C(path) checks that the model has
+        multi-token-prediction layers. Its weights, caches and compute buffers for O(context_size) and O(slots) are llama.cpp's projection
         of it alone (O(projection) required), counted in the master's need with O(master_reserved_bytes).
     type: dict
   plan:
@@ -283,19 +286,25 @@ def draft_share(module, params, context, model_metadata):
     slot (llama-server gives the draft the model's context), after its vocabulary is checked against the model's (its
     header's metadata, the tokens kept whole); raises PlanError naming what to change."""
     path = params["draft"].get("path") or ""
+    kind = params["draft"].get("kind") or "draft-simple"
     if not params["projection"]:
         raise PlanError("a draft model is planned with llama.cpp's projection: give projection")
     try:
         draft = gguf.read_model(path, whole_arrays=(speculative.TOKENS_KEY,))
     except (OSError, gguf.GGUFError) as error:
         raise PlanError("cannot read the draft model: %s" % error)
-    problem = speculative.vocab_problem(model_metadata, draft["metadata"], "the model (%s)" % gguf.set_base_name(params["path"]),
+    problem = speculative.draft_problem(kind, model_metadata, draft["metadata"],
+                                        "the model (%s)" % gguf.set_base_name(params["path"]),
                                         "the draft (%s)" % gguf.set_base_name(path))
-    if problem:
+    if problem and kind == "draft-simple":
         raise PlanError("the draft model cannot draft for the model: %s (llama-server would drop it and serve without "
                         "speculative decoding, saying so only in its log). "
                         "Set rpc_master_spec_draft_src to a draft of the model's own family (the same tokenizer), or "
                         "rpc_master_spec_type to an n-gram kind, which needs no draft" % problem)
+    if problem:
+        raise PlanError("the draft model cannot draft for the model: %s (llama.cpp refuses it). Set "
+                        "rpc_master_spec_draft_src to a %s draft made for this model, or rpc_master_spec_type to "
+                        "draft-simple with a small model of its family, or to an n-gram kind" % (problem, kind))
     options = params["projection"]
     try:
         projected = llama_fit.project(module.run_command, options.get("program"), path, [], 0, [],
@@ -339,7 +348,8 @@ def main():
         module.fail_json(msg=str(error))
     try:
         # a draft's vocabulary is compared with the model's tokens: read whole only then
-        model = gguf.read_model(params["path"], whole_arrays=(speculative.TOKENS_KEY,) if params["draft"] else ())
+        model = gguf.read_model(params["path"], whole_arrays=(speculative.TOKENS_KEY,)
+                                if (params["draft"] or {}).get("path") else ())
         shape = model_arch.shape(model)
     except (OSError, gguf.GGUFError, model_arch.ArchError) as error:
         # the hint about other formats follows only a file that is no GGUF at all: a set's parts that do not belong
@@ -353,6 +363,10 @@ def main():
     info = {key: value for key, value in shape.items() if key not in ("layer_bytes", "kv")}
     info.update(file_size=model["file_size"], parts=[part["path"] for part in model["parts"]],
                 base_name=gguf.set_base_name(params["path"]))
+    refused = speculative.model_problem((params["draft"] or {}).get("kind"), shape, "the model (%s)" % info["base_name"])
+    if refused:
+        module.fail_json(msg="%s. Set rpc_master_spec_type to a kind that drafts otherwise: an n-gram kind, or "
+                         "draft-simple with a small model of its family" % refused, model=info)
     if params["split_mode"] == "tensor" and workers:
         refused = tensor_split.problems(shape["architecture"], shape["kv_heads_min"] or None, len(workers),
                                         "the model (%s)" % info["base_name"])
@@ -373,7 +387,7 @@ def main():
                     stand_ins = dict(zip((worker["endpoint"] for worker in workers), started))
                 projector = projector_for(module, params, params["path"], stand_ins)
                 reserved, reserved_what, draft = params["master_reserved_bytes"], PROMPT_CACHE, None
-                if params["draft"]:
+                if params["draft"] and params["draft"].get("path"):
                     draft = draft_share(module, params, context, model["metadata"])
                     reserved_what = ("%s %s and the draft model" % (PROMPT_CACHE, human(reserved))
                                      if reserved else "the draft model")

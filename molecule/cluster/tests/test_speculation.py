@@ -1,6 +1,6 @@
 """Speculative decoding's refusals on a cluster that speculates (cluster_b: draft-simple with a draft of its own model,
-molecule.yml): an update to a draft of another vocabulary (llama-server would drop it and serve without speculation)
-and to a draft URL that fails are each refused before any change, named, with llama-server, its settings and the
+molecule.yml): an update to a draft of another vocabulary (llama-server would drop it and serve without speculation),
+to a draft URL that fails, and to draft-mtp on a model with no prediction layers are each refused before any change, named, with llama-server, its settings and the
 served files as they were, the refused draft not placed, and no hold on the idle stop left behind. (The text with and
 without speculation: test_monitoring.py; a draft lost from disk:
 tests/integration/test_rpc_master_alone.py.)
@@ -84,6 +84,19 @@ def test_a_draft_url_that_fails_is_refused_by_its_variables_before_any_change(ma
                                 rpc_master_spec_draft_sha256="c" * 64, rpc_master_spec_draft_sha256sums="")
     assert returncode != 0 and "The draft model (%s/no-such-draft.gguf) is not on %s" % (DRAFT_HOST, MASTER) in output \
         and "is not at its source (HTTP 404): check rpc_master_spec_draft_src" in output, output[-3000:]
+    assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
+    assert serving(master) == before
+    assert containers.sh(master, f"test -e {HOLD}")[0] != 0, "the refused deploy left its hold on the idle stop"
+
+
+def test_draft_mtp_on_a_model_without_prediction_layers_is_refused_before_any_change(master):
+    """draft-mtp drafts with the model's own multi-token-prediction layers: the scenario's model has none, which the plan
+    says before anything changes (llama.cpp would not draft with it)."""
+    before = serving(master)
+    output, returncode = update(rpc_master_spec_type="draft-mtp", rpc_master_spec_draft_src="",
+                                rpc_master_spec_draft_sha256="", rpc_master_spec_draft_sha256sums="")
+    assert returncode != 0 and "has no multi-token-prediction layers (llama.nextn_predict_layers), which draft-mtp " \
+        "drafts with. Set rpc_master_spec_type to a kind that drafts otherwise" in output, output[-3000:]
     assert "Nothing the master serves changed: llama-server still serves" in output, output[-3000:]
     assert serving(master) == before
     assert containers.sh(master, f"test -e {HOLD}")[0] != 0, "the refused deploy left its hold on the idle stop"

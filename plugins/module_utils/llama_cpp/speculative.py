@@ -2,8 +2,10 @@
 # Copyright: graviton.llama_rpc contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Speculative decoding in the pinned llama.cpp (common/speculative.cpp): its kinds, which of them load a draft model,
-and whether a draft's vocabulary is one llama-server accepts beside the model (common_speculative_are_compatible),
-read from the two GGUF headers before anything is loaded."""
+and each kind's own rule, read from the GGUF headers before anything is loaded: draft-simple's vocabulary check
+(common_speculative_are_compatible, which only it applies), EAGLE-3's draft of three extract layers
+(src/models/eagle3.cpp), DFlash's and DSpark's draft architecture, and draft-mtp's multi-token-prediction layers in the
+model itself."""
 
 from __future__ import annotations
 
@@ -20,6 +22,43 @@ VOCAB_CHECK_START_TOKEN_ID = 5
 
 # The metadata the check reads: GGUF keeps the token texts as one array, which the header reader keeps whole for it.
 TOKENS_KEY = "tokenizer.ggml.tokens"
+
+
+# The draft architectures the kinds with a draft of their own load (llama-arch.cpp), and EAGLE-3's number of extract
+# layers (its draft's <arch>.target_layers).
+DRAFT_ARCHITECTURES = {"draft-eagle3": "eagle3", "draft-dflash": "dflash", "draft-dspark": "dflash"}
+EAGLE3_EXTRACT_LAYERS = 3
+
+
+def draft_problem(kind, model, draft, model_name="the model", draft_name="the draft"):
+    """None when llama-server would draft with draft for model in speculative decoding of this kind (one of
+    DRAFT_MODEL_TYPES), else why not (one sentence). model and draft: the headers' metadata (the token texts whole)."""
+    if kind == "draft-simple":
+        return vocab_problem(model, draft, model_name, draft_name)
+    architecture = draft.get("general.architecture")
+    wanted = DRAFT_ARCHITECTURES.get(kind)
+    if wanted and architecture != wanted:
+        return "%s is a %s model, and %s drafts with a draft of the %s architecture made for the model" % (
+            draft_name, architecture, kind, wanted)
+    if kind == "draft-eagle3":
+        layers = draft.get("%s.target_layers" % architecture)
+        if isinstance(layers, dict):  # an array the header reader did not keep whole
+            count = layers.get("array_length", 0)
+        else:
+            count = len(layers) if isinstance(layers, list) else 0
+        if count != EAGLE3_EXTRACT_LAYERS:
+            return "%s names %d layers of the model to extract (%s.target_layers), and EAGLE-3 takes %d" % (
+                draft_name, count, architecture, EAGLE3_EXTRACT_LAYERS)
+    return None
+
+
+def model_problem(kind, shape, model_name="the model"):
+    """None when the model itself can draft for this kind, else why not: draft-mtp drafts with the model's own
+    multi-token-prediction layers (<arch>.nextn_predict_layers; model_arch.shape's nextn_layers)."""
+    if kind == "draft-mtp" and not shape.get("nextn_layers"):
+        return ("%s has no multi-token-prediction layers (%s.nextn_predict_layers), which draft-mtp drafts with"
+                % (model_name, shape.get("architecture")))
+    return None
 
 
 def vocab_problem(model, draft, model_name="the model", draft_name="the draft"):

@@ -45,3 +45,14 @@ def test_module_refuses_a_file_that_is_not_gguf(tmp_path, capsys):
     result = run_module(gguf_plan.main, capsys, path=str(text),
                         workers=[{"endpoint": "w:1", "devices": [{"free": GIB, "total": GIB}]}])
     assert result["failed"] and "is not a GGUF file" in result["msg"]
+
+
+def test_draft_mtp_on_a_model_without_prediction_layers_is_refused_before_any_plan(tiny, capsys):
+    probe = [{"endpoint": "10.0.0.1:50052", "devices": [{"index": 0, "free": 8 * GIB, "total": 16 * GIB}]}]
+    result = run_module(gguf_plan.main, capsys, path=str(tiny), workers=probe, master_memory={"free": 8 * GIB, "total": 16 * GIB},
+                        draft={"kind": "draft-mtp"})
+    assert result["failed"] and result["msg"] == (
+        "the model (tiny) has no multi-token-prediction layers (llama.nextn_predict_layers), which draft-mtp drafts "
+        "with. Set rpc_master_spec_type to a kind that drafts otherwise: an n-gram kind, or draft-simple with a small "
+        "model of its family"), result
+    assert "plan" not in result

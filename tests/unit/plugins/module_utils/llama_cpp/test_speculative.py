@@ -8,7 +8,7 @@ import pytest
 import yaml
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
-from tests.tools import tiny_model
+from tests.tools import llama_cpp, tiny_model
 
 ROOT = Path(__file__).resolve().parents[5]
 
@@ -82,3 +82,45 @@ def test_files_read_with_their_tokens_whole(tmp_path):
     assert speculative.vocab_problem(read["model"], read["other"]) == "their EOS tokens differ (261 in the model, 399 in the draft)"
     # without whole_arrays the header reader keeps only the tokens' count
     assert gguf.read_header(model)["metadata"][speculative.TOKENS_KEY] == {"array_length": 262}
+
+
+def test_each_kind_has_llama_cpps_own_rule_for_its_draft():
+    """The vocabulary rule is draft-simple's alone (llama.cpp checks it in that kind only); EAGLE-3 takes an eagle3
+    draft that names three layers of the model to extract; DFlash and DSpark a dflash draft."""
+    foreign = with_changes(model="llama", tokens=["z"] * 500)
+    eagle = dict(foreign, **{"general.architecture": "eagle3", "eagle3.target_layers": [2, 40, 77]})
+    assert speculative.draft_problem("draft-simple", VOCAB, foreign) == "the draft's tokenizer is llama and the model's is gpt2"
+    assert speculative.draft_problem("draft-eagle3", VOCAB, eagle) is None
+    assert speculative.draft_problem("draft-eagle3", VOCAB, dict(eagle, **{"eagle3.target_layers": [2, 40]})) == \
+        "the draft names 2 layers of the model to extract (eagle3.target_layers), and EAGLE-3 takes 3"
+    assert speculative.draft_problem("draft-eagle3", VOCAB, dict(eagle, **{"eagle3.target_layers": {"array_length": 3}})) \
+        is None, "an array the header reader kept as its count"
+    assert speculative.draft_problem("draft-eagle3", VOCAB, dict(VOCAB, **{"general.architecture": "llama"})) == \
+        "the draft is a llama model, and draft-eagle3 drafts with a draft of the eagle3 architecture made for the model"
+    for kind in ("draft-dflash", "draft-dspark"):
+        assert speculative.draft_problem(kind, VOCAB, dict(foreign, **{"general.architecture": "dflash"})) is None
+        assert "drafts with a draft of the dflash architecture" in speculative.draft_problem(kind, VOCAB, dict(VOCAB, **{
+            "general.architecture": "llama"}))
+
+
+def test_draft_mtp_needs_the_models_own_prediction_layers():
+    assert speculative.model_problem("draft-mtp", {"architecture": "qwen3", "nextn_layers": 0}) == (
+        "the model has no multi-token-prediction layers (qwen3.nextn_predict_layers), which draft-mtp drafts with")
+    assert speculative.model_problem("draft-mtp", {"architecture": "glm4moe", "nextn_layers": 1}) is None
+    assert speculative.model_problem("ngram-simple", {"architecture": "qwen3", "nextn_layers": 0}) is None
+
+
+def test_the_rules_are_the_pinned_llama_cpps():
+    """Where llama.cpp decides each: only draft-simple's implementation calls the vocabulary check; eagle3.cpp refuses
+    any number of extract layers but three; the architectures' names are llama-arch.cpp's."""
+    source = llama_cpp.pinned_source_file("common/speculative.cpp")
+    check = source.index("common_speculative_are_compatible(llama_get_model")
+    simple = source.index("struct common_speculative_impl_draft_simple")
+    assert simple < check < source.index("struct common_speculative_impl", simple + 10)
+    assert source.count("common_speculative_are_compatible(") == 2, "declared once, called by draft-simple only"
+    assert "target_layer_ids.size() != %d" % speculative.EAGLE3_EXTRACT_LAYERS in \
+        llama_cpp.pinned_source_file("src/models/eagle3.cpp")
+    arch = llama_cpp.pinned_source_file("src/llama-arch.cpp")
+    for name in set(speculative.DRAFT_ARCHITECTURES.values()):
+        assert '"%s"' % name in arch, name
+    assert '"%s.target_layers"' in arch and '"%s.nextn_predict_layers"' in arch
