@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.bench import spec
 from tests.bench.spec import post
 from tests.tools import llama_cpp, tiny_model
 
@@ -108,6 +109,36 @@ def messages(bin_dir, model, workers, mode, work, tokens=16):
             "per_token": round(sum(llama_cpp.rpc_commands(after).values()) / tokens, 1)}
 
 
+# The AWS prediction's sourced inputs (docs/performance.md cites each), beside spec.py's (the README's 70B, 37.2 GiB, at
+# 1.75 tokens/s with the layer split on its three instances; its Llama 3.2 1B draft): Llama 3.1 70B's 80 layers and
+# 8192-wide embedding (its config.json), the README's two workers, a round trip inside one availability zone (0.25 ms,
+# the best of 50 pings: xkyle.com's "Measuring AWS Region and AZ Latency"), one TCP flow's 5 Gbit/s outside a cluster
+# placement group (the EC2 instance network bandwidth page).
+AWS_LAYERS, AWS_EMBEDDING, AWS_WORKERS = 80, 8192, 2
+MODEL_LAYERS = 4  # the bench's model
+SPEC_STEP_RATIO = 1.85  # a step that checks 5 tokens against one token's, measured by make bench-spec
+AWS_ROUND_TRIP_SECONDS = 0.25e-3
+AWS_FLOW_BYTES_PER_SECOND = 5e9 / 8
+
+
+def aws_tensor_prediction(round_trips_per_sum, step_ratio=None, length=None):
+    """Tokens/s of the README's 70B in tensor mode over its two workers (the master's CPU holds no weights then): each
+    worker reads its half of the weights at the rate the layer split's figure implies for one node (the whole model a
+    token, node after node), then two sums a layer through the master, each round_trips_per_sum round trips (measured
+    here: the messages a token per worker, per sum) and its bytes over one flow (a worker's partial sum out, the total
+    back: two n_embd F32 rows). With step_ratio and length (speculation: a step verifies spec.DRAFT_MAX + 1 tokens at
+    step_ratio times one token's cost, measured by make bench-spec, and yields length tokens), the drafts added."""
+    node_rate = spec.AWS_MODEL_BYTES * spec.AWS_TOKENS_PER_SECOND
+    read = spec.AWS_MODEL_BYTES / AWS_WORKERS / node_rate
+    sums = 2 * AWS_LAYERS * (round_trips_per_sum * AWS_ROUND_TRIP_SECONDS
+                             + 2 * AWS_EMBEDDING * 4 / AWS_FLOW_BYTES_PER_SECOND)
+    token = read + sums
+    if step_ratio is None:
+        return {"tokens_per_second": 1 / token, "read": read, "sums": sums}
+    step = token * step_ratio + spec.DRAFT_MAX * spec.AWS_DRAFT_BYTES / node_rate
+    return {"tokens_per_second": length / step, "read": read, "sums": sums}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -120,7 +151,7 @@ def main():
         (work / build).mkdir()
     builds = {"stock": llama_cpp.role_build(work / "stock"),
               "patched": llama_cpp.role_build(work / "patched", patches=["rpc_tensor_parallel"])}
-    model = tiny_model.write_model(work / "model.gguf", embd=2048, layers=4, ff=8192, heads=16, kv_heads=4,
+    model = tiny_model.write_model(work / "model.gguf", embd=2048, layers=MODEL_LAYERS, ff=8192, heads=16, kv_heads=4,
                                    context=2048)
     draft = tiny_model.write_model(work / "draft.gguf", embd=64, layers=1, ff=128, seed=7, context=2048)
     one, two = read_rates(work)
@@ -163,6 +194,17 @@ def main():
     print(f"With speculation at L=3: layer {speculation['layer']['generation']:.2f}, tensor "
           f"{speculation['tensor']['generation']:.2f} tokens/s ({spec_ratio:.2f}x); against layer without it: "
           f"{speculation['tensor']['generation'] / row(2, 'layer', 'stock')['generation']:.2f}x")
+    # each sum a round trip at least; at most every message of a token a round trip of its own
+    patched = row(2, "tensor", "patched")
+    most = patched["per_token"] / 2 / (2 * MODEL_LAYERS)
+    print("\nPredicted for AWS (the README's 70B over its two workers; inputs sourced, round trips a sum measured here):")
+    for trips in (1, most):
+        alone = aws_tensor_prediction(trips)
+        print(f"  {trips:.2f} round trips a sum: {alone['tokens_per_second']:.2f} tokens/s ({alone['read'] * 1e3:.0f} ms "
+              f"reading, {alone['sums'] * 1e3:.0f} ms summing a token; the layer split: {spec.AWS_TOKENS_PER_SECOND})")
+        for name, length, _with_draft in spec.AWS_CASES[:2]:
+            drafted = aws_tensor_prediction(trips, SPEC_STEP_RATIO, length)
+            print(f"    with {name}: {drafted['tokens_per_second']:.2f} tokens/s")
     fastest = max(r["generation"] for r in rows)
     print("\n  tokens/s                 (each # = %.2f)" % (fastest / 40))
     for figures in rows:
