@@ -7,11 +7,16 @@ weights made here.
   product in another order); the patch's allreduce gives bit for bit the stock fallback's numbers.
 - The messages: with the patch no worker runs a graph to add the partial sums (the stock fallback runs one per
   allreduce), and a weight split by columns loads in one message per worker, not one per row, and is cached whole.
+- A worker lost in the middle of a stream: llama-server ends with llama.cpp's error for a lost worker, never a hang.
 - The plan: gguf_plan in tensor mode, against what each worker really allocates in a load (its alloc_buffer calls,
   GGML_RPC_DEBUG), over two and three workers: never below any worker's, at most 9% above the busiest's."""
 
 import json
+import os
 import re
+import signal
+import threading
+import time
 import urllib.request
 
 import pytest
@@ -74,6 +79,50 @@ def test_tensor_mode_writes_the_master_alones_tokens_and_the_patch_sums_as_llama
                    for (_token, a), (_other, b) in zip(ours, theirs)]
     print(f"tensor mode against the master alone: {TOKENS} tokens equal, top-2 log-probabilities differ by at most "
           f"{max(differences):.2e}")
+
+
+def worker_pid(endpoint):
+    """The pid of the loopback worker listening on endpoint (its command line names its port)."""
+    port = endpoint.rsplit(":", 1)[1]
+    for entry in os.listdir("/proc"):
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"ggml-rpc-server") and b"-p" in argv and argv[argv.index(b"-p") + 1] == port.encode():
+            return int(entry)
+    raise AssertionError(f"no worker listens on {endpoint}")
+
+
+def test_a_worker_lost_mid_stream_in_tensor_mode_ends_the_server_with_a_named_error(tensor_build, model, tmp_path):
+    """kill -9 of one worker while llama-server streams in tensor mode: the request ends (no hang) and llama-server
+    aborts with llama.cpp's message for a lost worker, which its service's restart then follows (as in layer mode)."""
+    log = tmp_path / "lost.log"
+    with llama_cpp.loopback_workers(tensor_build, 2, threads=1) as endpoints:
+        with llama_cpp.llama_server(tensor_build, model, log, "-fit", "off", "--rpc", ",".join(endpoints), "-ngl", "999",
+                                    "-fa", "on", "-sm", "tensor") as port:
+            ended = {}
+
+            def stream():
+                body = {"prompt": "Once upon a time", "n_predict": 100000, "ignore_eos": True, "temperature": 0}
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
+                                                 headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(request, timeout=120) as answer:
+                        ended["answer"] = answer.read()
+                except OSError as error:
+                    ended["error"] = error
+            streaming = threading.Thread(target=stream)
+            streaming.start()
+            time.sleep(2)  # tokens are flowing through both workers
+            os.kill(worker_pid(endpoints[1]), signal.SIGKILL)
+            killed = time.monotonic()
+            streaming.join(90)
+            assert not streaming.is_alive(), "the request hung after its worker was lost"
+            took = time.monotonic() - killed
+    text = log.read_text(errors="replace")
+    assert "error" in ended and "crashed or returned malformed response" in text, (ended, text[-3000:])
+    print(f"a worker lost mid-stream in tensor mode: the request ended {took:.1f} s after the kill, llama-server aborted")
 
 
 def test_the_patch_adds_the_sums_without_graphs_and_loads_a_column_split_weight_in_one_message(

@@ -309,11 +309,13 @@ def wait_for_health(port, process, timeout=300):
 @contextlib.contextmanager
 def llama_server(bin_dir, model, log_path, *options, timeout=300):
     """llama-server with model on 127.0.0.1, its log in log_path: yields its port once it has loaded (or fails with the
-    log's end), stopped on exit."""
+    log's end), stopped on exit. SIGPIPE ignored, as systemd runs it (IgnoreSIGPIPE=yes): a write to a lost worker
+    fails, and llama.cpp says so, instead of killing it without a word."""
     port = free_port()
     with open(log_path, "w") as log:
         process = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port",
-                                    str(port), "-c", "512", "-np", "1", *options], stdout=log, stderr=subprocess.STDOUT)
+                                    str(port), "-c", "512", "-np", "1", *options], stdout=log, stderr=subprocess.STDOUT,
+                                   restore_signals=False)
     try:
         assert wait_for_health(port, process, timeout), open(log_path).read()[-2000:]
         yield port
