@@ -80,11 +80,12 @@ def test_the_tag_is_checked_out_built_and_recorded(built):
 
 def test_a_worker_only_build_takes_the_workers_patch_and_ignores_the_masters_saying_so(built):
     """llama_build_patches: [rpc_known_hashes, rpc_cache_check] on a build with no program that loads a model: the
-    master's patch is not applied, and the run says so; the worker's (it changes ggml-rpc-server only) is."""
+    master's patch (and rpc_lost_worker, which comes with it) is not applied, and the run says so; the worker's (it
+    changes ggml-rpc-server only) is."""
     result, _rerun, container, _commit = built
+    programs = "changes only the programs that load a model (llama-server, llama-completion, llama-cli, llama-bench)"
     assert "llama_build_patches ignored on %s, whose build has only ggml-rpc-server (llama_build_targets): " \
-        "rpc_known_hashes changes only the programs that load a model (llama-server, llama-completion, llama-cli, " \
-        "llama-bench)." % HOST in result.stdout, result.stdout[-3000:]
+        "rpc_lost_worker %s; rpc_known_hashes %s." % (HOST, programs, programs) in result.stdout, result.stdout[-3000:]
     record = json.loads(containers.read_file(container, "/opt/llama.cpp/current/build-record.json"))
     assert record.get("patches", []) == ["rpc_cache_check"], record
 

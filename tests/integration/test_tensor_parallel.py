@@ -7,7 +7,8 @@ weights made here.
   product in another order); the patch's allreduce gives bit for bit the stock fallback's numbers.
 - The messages: with the patch no worker runs a graph to add the partial sums (the stock fallback runs one per
   allreduce), and a weight split by columns loads in one message per worker, not one per row, and is cached whole.
-- A worker lost in the middle of a stream: llama-server ends with llama.cpp's error for a lost worker, never a hang.
+- A worker lost in the middle of a stream: llama-server ends with an error that names it (rpc_lost_worker), never a
+  hang.
 - The plan: gguf_plan in tensor mode, against what each worker really allocates in a load (its alloc_buffer calls,
   GGML_RPC_DEBUG), over two and three workers: never below any worker's, at most 9% above the busiest's."""
 
@@ -30,7 +31,8 @@ TOKENS = 32
 
 @pytest.fixture(scope="module")
 def tensor_build(tmp_path_factory):
-    return llama_cpp.role_build(tmp_path_factory.mktemp("tensor-build"), patches=["rpc_tensor_parallel"])
+    # and rpc_lost_worker, whose abort names the worker a stream lost
+    return llama_cpp.role_build(tmp_path_factory.mktemp("tensor-build"), patches=["rpc_tensor_parallel", "rpc_lost_worker"])
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +98,7 @@ def worker_pid(endpoint):
 
 def test_a_worker_lost_mid_stream_in_tensor_mode_ends_the_server_with_a_named_error(tensor_build, model, tmp_path):
     """kill -9 of one worker while llama-server streams in tensor mode: the request ends (no hang) and llama-server
-    aborts with llama.cpp's message for a lost worker, which its service's restart then follows (as in layer mode)."""
+    aborts naming the worker (rpc_lost_worker), which its service's restart then follows (as in layer mode)."""
     log = tmp_path / "lost.log"
     with llama_cpp.loopback_workers(tensor_build, 2, threads=1) as endpoints:
         with llama_cpp.llama_server(tensor_build, model, log, "-fit", "off", "--rpc", ",".join(endpoints), "-ngl", "999",
@@ -121,7 +123,8 @@ def test_a_worker_lost_mid_stream_in_tensor_mode_ends_the_server_with_a_named_er
             assert not streaming.is_alive(), "the request hung after its worker was lost"
             took = time.monotonic() - killed
     text = log.read_text(errors="replace")
-    assert "error" in ended and "crashed or returned malformed response" in text, (ended, text[-3000:])
+    assert "error" in ended and f"Remote RPC server {endpoints[1]} crashed or returned malformed response" in text, \
+        (ended, text[-3000:])
     print(f"a worker lost mid-stream in tensor mode: the request ended {took:.1f} s after the kill, llama-server aborted")
 
 

@@ -85,6 +85,19 @@ def test_the_known_hashes_patch_keeps_the_hash_and_the_messages():
     assert "GGML_RPC_HASH_RECORD" in text
 
 
+def test_the_lost_worker_patch_names_the_endpoint_and_fails_the_send_instead_of_sigpipe():
+    """rpc_lost_worker: the dispatcher keeps its endpoint and its abort names it; a send to a worker that is gone does
+    not raise SIGPIPE; no command or message changes. rpc_known_hashes leaves all of that to it."""
+    text = (PATCHES / "b11312" / "rpc_lost_worker.patch").read_text()
+    text = text[text.index("\n--- a/"):]
+    added = "\n".join(line[1:] for line in text.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    assert "RPC_CMD_" not in added and "RPC_PROTO" not in added
+    assert 'GGML_ABORT("Remote RPC server %s crashed or returned malformed response", endpoint.c_str());' in added
+    assert "MSG_NOSIGNAL);" in added
+    known = (PATCHES / "b11312" / "rpc_known_hashes.patch").read_text()
+    assert "MSG_NOSIGNAL" not in known and "transport.cpp" not in known.split("\n--- a/", 1)[1]
+
+
 def test_the_cache_check_patch_changes_only_the_workers_answer_to_a_hash():
     """rpc_cache_check: removes nothing, adds no command, and its one change is in rpc_server::set_tensor_hash, where a
     file whose bytes do not hash (llama.cpp's own fnv_hash) to the name asked for answers as a missing one does."""

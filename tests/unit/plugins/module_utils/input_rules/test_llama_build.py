@@ -58,7 +58,7 @@ def test_the_patches_releases_are_the_roles_files():
     files = sorted(str(path.relative_to(patches)) for path in patches.glob("*/*.patch"))
     releases = patch_tags(files)
     assert releases == {"rpc_cache_check": ["b11312"], "rpc_hash_ahead": ["b11312"], "rpc_known_hashes": ["b11312"],
-                        "rpc_tensor_parallel": ["b11312"]}
+                        "rpc_lost_worker": ["b11312"], "rpc_tensor_parallel": ["b11312"]}
     assert all(defaults("llama_build")["llama_build_version"] in found for found in releases.values())
 
 
