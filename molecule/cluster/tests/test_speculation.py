@@ -1,7 +1,8 @@
 """Speculative decoding's refusals on a cluster that speculates (cluster_b: draft-simple with a draft of its own model,
 molecule.yml): an update to a draft of another vocabulary (llama-server would drop it and serve without speculation),
-to a draft URL that fails, and to draft-mtp on a model with no prediction layers are each refused before any change, named, with llama-server, its settings and the
-served files as they were, the refused draft not placed, and no hold on the idle stop left behind. (The text with and
+to a draft URL that fails, and to draft-mtp on a model with no prediction layers are each refused before any change,
+named, with llama-server, its settings and the served files as they were, the refused draft not placed, and no hold
+on the idle stop left behind. (The text with and
 without speculation: test_monitoring.py; a draft lost from disk:
 tests/integration/test_rpc_master_alone.py.)
 
