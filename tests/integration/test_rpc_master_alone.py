@@ -292,6 +292,7 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use)
     The drafts' counters reach /metrics. A draft lost from disk after the deploy is named by the start and by
     llama-server's start script. (An n-gram kind's text: tests/integration/test_speculative.py; the refusals of a foreign
     draft and of a draft URL that fails, on a cluster that speculates: molecule/cluster/tests/test_speculation.py.)"""
+    record_before = tensor_record(in_use.master)
     try:
         speculation_cases(in_use)
     finally:
@@ -301,10 +302,20 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use)
     assert "LLAMA_ARG_SPEC" not in containers.checked_sh(in_use.master, "cat /etc/llama-rpc/server.env")
     assert greedy(in_use.master) == in_use.answer
     # The draft's release linked the served parts (the same bytes, verified): their status change had the tensor record
-    # written again, with the same content. Every file's bytes are as they were; the later cases start from here.
+    # written again, with the same hashes (its identity of each part holds the new change time). Every other file's
+    # bytes are as they were; the later cases start from here.
     after = containers.served_files(in_use.master)
-    assert {path: found[1:] for path, found in after.items()} == {path: found[1:] for path, found in in_use.files.items()}
+    assert {path: found[1:] for path, found in after.items() if not path.endswith(".tensors.json")} == \
+        {path: found[1:] for path, found in in_use.files.items() if not path.endswith(".tensors.json")}
+    assert tensor_record(in_use.master)["tensors"] == record_before["tensors"]
     in_use.files = after
+
+
+def tensor_record(master):
+    """The served model's record of its tensor hashes (rpc_master writes it beside the model)."""
+    state = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))
+    model = Path(state["model_path"])
+    return json.loads(containers.read_file(master, str(model.parent / f".{model.name}.tensors.json")))
 
 
 def speculation_cases(in_use):
