@@ -52,17 +52,6 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def worker_pids(endpoints):
-    """The pids of the loopback workers listening on these endpoints."""
-    ports = {endpoint.rsplit(":", 1)[1] for endpoint in endpoints}
-    pids = []
-    for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout.splitlines():
-        match = re.search(r"ggml-rpc-server .*-p (\d+)", line)
-        if match and match.group(1) in ports:
-            pids.append(int(line.split()[0]))
-    return pids
-
-
 def measure(bin_dir, model, workers, mode, work, rounds, tokens, draft=None):
     """Generation and prompt tokens/s (medians), the workers' busy share while generating, the load's seconds."""
     with llama_cpp.loopback_workers(bin_dir, workers, threads=1) as endpoints:
@@ -75,7 +64,7 @@ def measure(bin_dir, model, workers, mode, work, rounds, tokens, draft=None):
                                     *options) as port:
             loaded = time.monotonic() - started
             post(port, {"prompt": "Once", "n_predict": 8, "temperature": 0})  # warm
-            pids = worker_pids(endpoints)
+            pids = list(endpoints.pids.values())
             generated, prompts, busy = [], [], []
             for seed in range(rounds):
                 before, wall = [cpu_seconds(pid) for pid in pids], time.monotonic()

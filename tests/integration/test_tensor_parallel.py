@@ -83,19 +83,6 @@ def test_tensor_mode_writes_the_master_alones_tokens_and_the_patch_sums_as_llama
           f"{max(differences):.2e}")
 
 
-def worker_pid(endpoint):
-    """The pid of the loopback worker listening on endpoint (its command line names its port)."""
-    port = endpoint.rsplit(":", 1)[1]
-    for entry in os.listdir("/proc"):
-        try:
-            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if argv[0].endswith(b"ggml-rpc-server") and b"-p" in argv and argv[argv.index(b"-p") + 1] == port.encode():
-            return int(entry)
-    raise AssertionError(f"no worker listens on {endpoint}")
-
-
 def test_a_worker_lost_mid_stream_in_tensor_mode_ends_the_server_with_a_named_error(tensor_build, model, tmp_path):
     """kill -9 of one worker while llama-server streams in tensor mode: the request ends (no hang) and llama-server
     aborts naming the worker (rpc_lost_worker), which its service's restart then follows (as in layer mode)."""
@@ -117,7 +104,7 @@ def test_a_worker_lost_mid_stream_in_tensor_mode_ends_the_server_with_a_named_er
             streaming = threading.Thread(target=stream)
             streaming.start()
             time.sleep(2)  # tokens are flowing through both workers
-            os.kill(worker_pid(endpoints[1]), signal.SIGKILL)
+            os.kill(endpoints.pids[endpoints[1]], signal.SIGKILL)
             killed = time.monotonic()
             streaming.join(90)
             assert not streaming.is_alive(), "the request hung after its worker was lost"

@@ -330,13 +330,22 @@ def rpc_commands(log_text):
     return dict(collections.Counter(re.findall(r"^\[([a-z_]+)\]", log_text, re.M)))
 
 
+class LoopbackWorkers(list):
+    """The endpoints (host:port) of loopback_workers' workers, in order; pids: each one's process id by endpoint."""
+
+    def __init__(self):
+        super().__init__()
+        self.pids = {}
+
+
 @contextlib.contextmanager
 def loopback_workers(bin_dir, count, threads=None, debug_dir=None):
     """count ggml-rpc-server workers of bin_dir on 127.0.0.1 (threads each; None: llama.cpp's choice), each listening
-    before this yields their endpoints (host:port), stopped on exit. SIGPIPE stays ignored (restore_signals=False), as
-    systemd runs a worker: a client that gave up is answered later on a closed socket, which would kill a worker started
-    from a shell. With debug_dir, each logs every command it serves (GGML_RPC_DEBUG) to debug_dir/<port>.log."""
-    processes, endpoints = [], []
+    before this yields their endpoints (host:port; a LoopbackWorkers, which also has their pids), stopped on exit.
+    SIGPIPE stays ignored (restore_signals=False), as systemd runs a worker: a client that gave up is answered later on a
+    closed socket, which would kill a worker started from a shell. With debug_dir, each logs every command it serves
+    (GGML_RPC_DEBUG) to debug_dir/<port>.log."""
+    processes, endpoints = [], LoopbackWorkers()
     try:
         for _index in range(count):
             port = free_port()
@@ -348,6 +357,7 @@ def loopback_workers(bin_dir, count, threads=None, debug_dir=None):
             processes.append(process)
             wait_for_port(port, process)
             endpoints.append(f"127.0.0.1:{port}")
+            endpoints.pids[endpoints[-1]] = process.pid
         yield endpoints
     finally:
         for process in processes:

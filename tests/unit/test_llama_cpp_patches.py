@@ -10,6 +10,7 @@ import tarfile
 
 import pytest
 
+from tests.tools import llama_cpp
 from tests.unit.plugins.module_utils.input_rules.rules import ROOT, defaults
 
 PATCHES = ROOT / "roles" / "llama_build" / "files" / "patches"
@@ -109,8 +110,8 @@ def test_the_cache_check_patch_changes_only_the_workers_answer_to_a_hash():
     assert touched(PATCHES / "b11312" / "rpc_cache_check.patch") == ["ggml/src/ggml-rpc/ggml-rpc.cpp"]
     assert "if (fnv_hash(cached_file.data(), size) != request.hash) {" in added
     assert "response.result = 0;\n        return true;" in added
-    with tarfile.open(ARCHIVE) as archive:  # the hunk sits in the worker's set_tensor_hash, after the file is read
-        source = archive.extractfile(f"{SUBDIR}/ggml/src/ggml-rpc/ggml-rpc.cpp").read().decode()
+    # the hunk sits in the worker's set_tensor_hash, after the file is read
+    source = llama_cpp.pinned_source_file("ggml/src/ggml-rpc/ggml-rpc.cpp")
     start = int(re.search(r"^@@ -(\d+),", text, re.M).group(1))
     before = source.splitlines()[:start + 3]
     assert "bool rpc_server::set_tensor_hash(" in "\n".join(before[-15:]), before[-15:]
@@ -129,6 +130,6 @@ def test_the_tensor_parallel_patch_keeps_the_messages_and_offers_the_meta_backen
         assert 'std::strcmp(name, "%s") == 0' % hook in added, hook
     assert "/* .set_tensor_2d   = */ ggml_backend_rpc_buffer_set_tensor_2d," in added
     # the names the pinned meta backend looks the hook up by
-    meta = tarfile.open(ARCHIVE).extractfile(f"{SUBDIR}/ggml/src/ggml-backend-meta.cpp").read().decode()
+    meta = llama_cpp.pinned_source_file("ggml/src/ggml-backend-meta.cpp")
     for hook in ("ggml_backend_comm_init", "ggml_backend_comm_free", "ggml_backend_comm_allreduce_tensor"):
         assert '"%s"' % hook in meta, hook
