@@ -96,14 +96,14 @@ options:
     default: layer
   draft:
     description:
-      - The draft model of speculative decoding, which llama-server keeps on the master's own CPU beside the model, given by
-        C(path) (its file, or a set's first part), and C(kind), the kind of speculative decoding (default
-        V(draft-simple)). Each kind's rule is llama.cpp's, else the plan is refused naming the difference; for
-        V(draft-simple) the vocabulary must be one llama-server accepts beside the model's (the same tokenizer, BOS and
-        EOS, the same tokens within llama.cpp's bounds); V(draft-eagle3) takes an eagle3 draft with three extract layers,
-        V(draft-dflash) and V(draft-dspark) a dflash draft. C(kind=draft-mtp) with no C(path) checks that the model has
-        multi-token-prediction layers. Its weights, caches and compute buffers for O(context_size) and O(slots) are llama.cpp's projection
-        of it alone (O(projection) required), counted in the master's need with O(master_reserved_bytes).
+      - Speculative decoding, given by C(kind) (default V(draft-simple)) and C(path), the draft model llama-server
+        keeps on the master's own CPU beside the model (its file, or a set's first part), for the kinds that load one. Each
+        kind's rule is llama.cpp's, else the plan is refused naming the difference; for V(draft-simple) the vocabulary
+        must be one llama-server accepts beside the model's (the same tokenizer, BOS and EOS, the same tokens within
+        llama.cpp's bounds); V(draft-eagle3) takes an eagle3 draft with three extract layers, V(draft-dflash) and
+        V(draft-dspark) a dflash draft; V(draft-mtp) needs the model's own multi-token-prediction layers. The draft's
+        weights, caches and compute buffers for O(context_size) and O(slots) are llama.cpp's projection of it alone
+        (O(projection) required), counted in the master's need with O(master_reserved_bytes).
     type: dict
   plan:
     description:

@@ -56,3 +56,6 @@ def test_draft_mtp_on_a_model_without_prediction_layers_is_refused_before_any_pl
         "with. Set rpc_master_spec_type to a kind that drafts otherwise: an n-gram kind, or draft-simple with a small "
         "model of its family"), result
     assert "plan" not in result
+    ngram = run_module(gguf_plan.main, capsys, path=str(tiny), workers=probe, master_memory={"free": 8 * GIB, "total": 16 * GIB},
+                       draft={"kind": "ngram-simple"})
+    assert not ngram.get("failed") and ngram["plan"] and ngram["draft"] is None, "an n-gram kind drafts with no model"
