@@ -1,14 +1,16 @@
 """A model host for the tests, standing in for Hugging Face: serves a directory (and its subdirectories) over HTTP,
 answers only requests that carry its bearer token (401 without one, 403 with another), honours Range requests (206,
-Content-Range), and can cut a file's first download short to test resuming. It counts the bytes it sends per file
-(by its path under the directory) and names the downloads it cut; GET /_sent answers {"sent": {path: bytes}, "cut":
-[path...], "authorized": {path: [whether each request carried a token]}}.
+Content-Range), names each file's version (ETag and Last-Modified, from its inode, size and modification time), and can
+cut a file's first download short to test resuming. It counts the bytes it sends per file (by its path under the
+directory) and names the downloads it cut; GET /_sent answers {"sent": {path: bytes}, "cut": [path...], "authorized":
+{path: [whether each request carried a token]}, "ranges": {path: [each request's Range header, "" for none]}}.
 
 Faults a test turns on while it runs, through GET /_control?... (each answers the settings now in force):
 - refuse_after=BYTES&code=CODE: every request that starts once the host has sent BYTES of .gguf files gets CODE (a
   token revoked, a repository gone, midway through a set);
 - stall=PATH:BYTES: every download of PATH stops after BYTES and never sends more (a source that hangs);
-- rate=BYTES_PER_SECOND: send each download at most this fast (0: as fast as it goes);
+- rate=BYTES_PER_SECOND: send each download at most this fast (0: as fast as it goes), as a CDN edge caps a connection;
+- no_ranges=1: answer every request with the whole file (200), as a source that ignores Range does;
 - redirect=PATH:URL: answer PATH with a 302 to URL (a CDN on another host);
 - reset=1: none of these.
 
@@ -24,6 +26,7 @@ import os
 import re
 import threading
 import time
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -37,6 +40,7 @@ class ModelHost(BaseHTTPRequestHandler):
     sent = {}
     cut = []
     authorized = {}
+    ranges = {}
     faults = {}  # set through /_control
     rate = 0  # bytes per second per download; 0: as fast as it goes
     lock = threading.Lock()
@@ -69,6 +73,8 @@ class ModelHost(BaseHTTPRequestHandler):
                     self.faults.setdefault(key, {})[name.lstrip("/")] = int(value) if key == "stall" else value
             if "rate" in settings:
                 self.faults["rate"] = int(settings["rate"][0])
+            if "no_ranges" in settings:
+                self.faults["no_ranges"] = settings["no_ranges"][0] == "1"
             body = json.dumps(dict(self.faults)).encode()
         self._answer(200, body)
 
@@ -77,19 +83,22 @@ class ModelHost(BaseHTTPRequestHandler):
         path = unquote(parts.path)
         if path == "/_sent":
             with self.lock:
-                body = json.dumps({"sent": self.sent, "cut": self.cut, "authorized": self.authorized}).encode()
+                body = json.dumps({"sent": self.sent, "cut": self.cut, "authorized": self.authorized,
+                                   "ranges": self.ranges}).encode()
             return self._answer(200, body)
         if path == "/_control":
             return self._control(parts.query)
         name = os.path.normpath(path.lstrip("/"))
         with self.lock:
             self.authorized.setdefault(name, []).append(bool(self.headers.get("Authorization")))
+            self.ranges.setdefault(name, []).append(self.headers.get("Range", ""))
             refuse_after = self.faults.get("refuse_after")
             if refuse_after and sum(count for sent, count in self.sent.items() if sent.endswith(".gguf")) >= refuse_after[0]:
                 return self._refuse(refuse_after[1], "refused from now on")
             redirect = self.faults.get("redirect", {}).get(name)
             stall = self.faults.get("stall", {}).get(name)
             rate = self.faults.get("rate", self.rate)
+            no_ranges = self.faults.get("no_ranges", False)
         if redirect:
             return self._answer(302, b"", [("Location", redirect)])
         if self.token:
@@ -101,9 +110,10 @@ class ModelHost(BaseHTTPRequestHandler):
         file_path = os.path.join(self.directory, name)
         if name.startswith("..") or not os.path.isfile(file_path):
             return self._refuse(404, "no such file")
-        size = os.path.getsize(file_path)
+        status = os.stat(file_path)
+        size = status.st_size
         start, end = 0, size - 1
-        ranged = re.match(r"^bytes=(\d+)-(\d*)$", self.headers.get("Range", ""))
+        ranged = None if no_ranges else re.match(r"^bytes=(\d+)-(\d*)$", self.headers.get("Range", ""))
         if ranged:
             start = int(ranged.group(1))
             end = min(int(ranged.group(2)), size - 1) if ranged.group(2) else size - 1
@@ -115,7 +125,10 @@ class ModelHost(BaseHTTPRequestHandler):
             self.send_response(200)
         length = end + 1 - start
         self.send_header("Content-Length", str(length))
-        self.send_header("Accept-Ranges", "bytes")
+        if not no_ranges:
+            self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", '"%x-%x-%x"' % (status.st_ino, size, status.st_mtime_ns))
+        self.send_header("Last-Modified", formatdate(status.st_mtime, usegmt=True))
         self.end_headers()
         with self.lock:  # the first download of the file that would pass the cut is cut there
             limit = self.cuts.pop(name) if self.cuts.get(name, length) < length else None
@@ -162,7 +175,7 @@ class ModelHost(BaseHTTPRequestHandler):
 def serve(directory, port, bind="127.0.0.1", token="", cuts=None, rate=0):
     """A running server (in a thread); .shutdown() stops it."""
     settings = {"directory": str(directory), "token": token, "cuts": dict(cuts or {}), "sent": {}, "cut": [],
-                "authorized": {}, "faults": {}, "rate": rate, "lock": threading.Lock()}
+                "authorized": {}, "ranges": {}, "faults": {}, "rate": rate, "lock": threading.Lock()}
     handler = type("Handler", (ModelHost,), settings)
     server = ThreadingHTTPServer((bind, port), handler)
     server.daemon_threads = True  # a stalled download's thread does not hold the shutdown

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from ansible.module_utils.urls import Request
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges
+
 AGENT = "graviton.llama_rpc model_fetch"
 REDIRECTS = (301, 302, 303, 307, 308)
 MOST_REDIRECTS = 10
@@ -35,11 +37,14 @@ class Source:
         self.client = Request(timeout=timeout, http_agent=AGENT, follow_redirects="none", use_netrc=False,
                               decompress=False)
 
-    def open(self, url, offset=0, probe=False):
-        """The response to a GET of url: from offset on (Range), or its first byte only (probe)."""
+    def open(self, url, offset=0, probe=False, last=None):
+        """The response to a GET of url: from offset on (Range), up to byte last when given, or its first byte only
+        (probe)."""
         headers = {}
         if probe:
             headers["Range"] = "bytes=0-0"
+        elif last is not None:
+            headers["Range"] = "bytes=%d-%d" % (offset, last)
         elif offset:
             headers["Range"] = "bytes=%d-" % offset
         origin = urlsplit(url).hostname
@@ -60,12 +65,24 @@ class Source:
 
     def size(self, url):
         """The source's size in bytes (None when it does not say), from a one-byte request. Raises HTTPError."""
+        return self.probe(url)["total"]
+
+    def probe(self, url):
+        """From a one-byte request: the source's size in bytes (None when it does not say), whether it answers byte
+        ranges (206 with the size), and its validator (ETag, Last-Modified). Raises HTTPError."""
         with self.open(url, probe=True) as response:
-            ranged = response.headers.get("Content-Range", "")
-            if response.status == 206 and "/" in ranged and not ranged.endswith("*"):
-                return int(ranged.rsplit("/", 1)[1])
+            found = {"total": None, "ranged": False, "validator": fetch_ranges.validator(response.headers)}
+            if response.status == 206:
+                try:
+                    found["total"] = fetch_ranges.content_range(response.headers.get("Content-Range"))[2]
+                except ValueError:
+                    return found
+                found["ranged"] = found["total"] is not None
+                return found
             length = response.headers.get("Content-Length")
-            return int(length) if length is not None and response.status == 200 else None
+            if length is not None and response.status == 200 and length.isdigit():
+                found["total"] = int(length)
+            return found
 
 
 def total_of(response, have):

@@ -45,6 +45,19 @@ def test_the_probe_asks_one_byte_for_the_size(hosts):
     assert ask(hosts[0] + "/_sent")["sent"]["part.gguf"] == 1
 
 
+def test_the_probe_says_whether_the_source_answers_ranges_and_which_file_it_is(hosts):
+    source = model_download.Source(TOKEN, timeout=10)
+    found = source.probe(hosts[0] + "/part.gguf")
+    assert found["total"] == len(BYTES) and found["ranged"], found
+    assert set(found["validator"]) == {"ETag", "Last-Modified"}
+    with source.open(hosts[0] + "/part.gguf", 4096, last=8191) as response:
+        assert response.status == 206 and response.read() == BYTES[4096:8192]
+        assert response.headers["Content-Range"] == "bytes 4096-8191/%d" % len(BYTES)
+    ask(hosts[0] + "/_control?no_ranges=1")
+    found = source.probe(hosts[0] + "/part.gguf")
+    assert found["total"] == len(BYTES) and not found["ranged"], found
+
+
 def test_the_token_goes_to_its_own_host_only(hosts):
     cdn = hosts[1].replace("127.0.0.1", "localhost")  # another host name: the token goes by the name
     ask(hosts[0] + "/_control?redirect=part.gguf:%s/part.gguf" % cdn)
