@@ -8,6 +8,11 @@ between calls, so one process reads the file once, start to end, and reports as 
 This file is also that process's program: start() runs it with Python (its own source, which the module's zip holds),
 and it detaches itself (a fork, a session of its own, its output nowhere), so the call that started it returns at once.
 Its report is a JSON file, replaced whole at each write: {"pid", "done", "size"}, then "sha256" or "error" at the end.
+
+A download over byte ranges is hashed as it lands (follow_file): the process reads the file up to the bytes landed
+from its start on, as the download's record of its ranges says ({"prefix", "total"}, fetch_ranges.py), and waits for
+more. At the end its report has the file's identity as it read it last (inode, size, modification and status change
+times), so that whoever trusts the hash knows the file has not changed since.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import sys
 import time
 
 BLOCK = 8 << 20
+# A download that lands nothing for this long was given up (its run killed): a hash that follows it stops.
+FOLLOW_IDLE_SECONDS = 300
 
 
 def _report(out, state):
@@ -47,7 +54,58 @@ def hash_file(path, out):
     _report(out, state)
 
 
-def _detached(path, out):
+def _landed(ranges_record):
+    """(bytes landed from the start on, the file's size) from a ranged download's record; None when it is gone."""
+    try:
+        with open(ranges_record) as handle:
+            record = json.load(handle)
+        return int(record["prefix"]), int(record["total"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def follow_file(path, out, ranges_record, idle_seconds=FOLLOW_IDLE_SECONDS):
+    """Hashes path as its ranges land (ranges_record), reporting into out about once a second; an error when the
+    download starts again (fewer bytes landed than read, another file at path, its record gone before the end) or
+    lands nothing for idle_seconds."""
+    state = {"pid": os.getpid(), "done": 0, "size": 0, "following": True}
+    digest, last, grew = hashlib.sha256(), 0.0, time.monotonic()
+    try:
+        with open(path, "rb") as handle:
+            inode = os.fstat(handle.fileno()).st_ino
+            _report(out, state)
+            while True:
+                landed = _landed(ranges_record)
+                if landed is None or os.stat(path).st_ino != inode or landed[0] < state["done"]:
+                    raise OSError("the download it followed started again")
+                state["size"] = landed[1]
+                if state["done"] == landed[1]:
+                    break
+                if landed[0] == state["done"]:
+                    if time.monotonic() - grew > idle_seconds:
+                        raise OSError("nothing landed for %d s" % idle_seconds)
+                    time.sleep(0.2)
+                    continue
+                while state["done"] < landed[0]:
+                    # read where the bytes are now (no buffer: one read ahead would keep what had not landed yet)
+                    block = os.pread(handle.fileno(), min(BLOCK, landed[0] - state["done"]), state["done"])
+                    if not block:
+                        raise OSError("the file ends before the bytes its download says landed")
+                    digest.update(block)
+                    state["done"] += len(block)
+                grew = time.monotonic()
+                if time.monotonic() - last > 1:
+                    _report(out, state)
+                    last = time.monotonic()
+            seen = os.fstat(handle.fileno())
+        state["sha256"] = digest.hexdigest()
+        state["identity"] = [seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns]  # file_identity's form
+    except OSError as error:
+        state["error"] = str(error)
+    _report(out, state)
+
+
+def _detached(path, out, ranges_record=None):
     """Forks; the parent returns at once, the child hashes in a session of its own with no terminal or output."""
     if os.fork():
         return
@@ -56,15 +114,20 @@ def _detached(path, out):
     for descriptor in (0, 1, 2):
         os.dup2(devnull, descriptor)
     try:
-        hash_file(path, out)
+        if ranges_record:
+            follow_file(path, out, ranges_record)
+        else:
+            hash_file(path, out)
     finally:
         os._exit(0)
 
 
-def start(module, path, out):
-    """Starts hashing path in the background, its report in out. Returns an error text, or None."""
+def start(module, path, out, ranges_record=None):
+    """Starts hashing path in the background, its report in out (with ranges_record, as the download lands). Returns an
+    error text, or None."""
     source = __loader__.get_source(__name__)  # pylint: disable=undefined-variable  # the module's zip, or this file
-    code, _out, err = module.run_command([sys.executable, "-c", source, path, out])
+    code, _out, err = module.run_command([sys.executable, "-c", source, path, out] + ([ranges_record] if ranges_record
+                                                                                      else []))
     return None if code == 0 else (err.strip() or "exit code %d" % code)
 
 
@@ -89,4 +152,4 @@ def poll(out):
 
 
 if __name__ == "__main__":
-    _detached(sys.argv[1], sys.argv[2])
+    _detached(*sys.argv[1:4])

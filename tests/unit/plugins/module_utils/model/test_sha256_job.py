@@ -2,11 +2,14 @@
 progress, and named as gone when it died without a result."""
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
+import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import sha256_job
 
 
@@ -56,3 +59,45 @@ def test_no_report_is_none_and_a_dead_process_is_not_running(tmp_path):
     assert sha256_job.poll(str(out)) == {"pid": int(dead.stdout), "done": 5, "size": 10, "running": False}
     out.write_text('{"pid": %d, "done": 5, "size": 10}' % os.getpid())
     assert sha256_job.poll(str(out))["running"] is True
+
+
+def test_a_hash_follows_a_download_as_its_bytes_land_from_the_start_on(tmp_path):
+    """The record says how many bytes have landed from the start on: the job reads no further, waits for more, and
+    reports the hash of the whole file with the identity it had when read last."""
+    data = os.urandom(3 * sha256_job.BLOCK + 17)
+    part, record, out = tmp_path / "part.gguf.partial", tmp_path / "part.gguf.partial.ranges", tmp_path / "hash.json"
+    with open(part, "wb") as handle:
+        handle.truncate(len(data))  # a ranged download's file: its full size, zeros where nothing landed yet
+    record.write_text(json.dumps({"prefix": 0, "total": len(data)}))
+    assert sha256_job.start(Runner(), str(part), str(out), str(record)) is None
+    for landed in (sha256_job.BLOCK + 5, 2 * sha256_job.BLOCK, len(data)):
+        with open(part, "r+b") as handle:
+            handle.write(data[:landed])
+        time.sleep(0.3)
+        assert (sha256_job.poll(str(out)) or {}).get("running", True), sha256_job.poll(str(out))
+        record.write_text(json.dumps({"prefix": landed, "total": len(data)}))
+    state = wait_for(str(out))
+    assert state["sha256"] == hashlib.sha256(data).hexdigest() and state["done"] == len(data)
+    seen = part.stat()
+    assert state["identity"] == [seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns]
+
+
+@pytest.mark.parametrize("fault, error", [
+    ("started again", "the download it followed started again"),
+    ("record gone", "the download it followed started again"),
+    ("idle", "nothing landed for 1 s"),
+])
+def test_a_hash_that_follows_stops_when_its_download_does(tmp_path, fault, error):
+    part, record, out = tmp_path / "part.partial", tmp_path / "part.partial.ranges", str(tmp_path / "hash.json")
+    part.write_bytes(os.urandom(1 << 20))
+    record.write_text(json.dumps({"prefix": 1 << 19, "total": 1 << 20}))
+    follower = threading.Thread(target=sha256_job.follow_file, args=(str(part), out, str(record), 1))
+    follower.start()
+    time.sleep(0.5)
+    if fault == "started again":
+        record.write_text(json.dumps({"prefix": 0, "total": 1 << 20}))
+    elif fault == "record gone":
+        record.unlink()
+    follower.join(10)
+    state = sha256_job.poll(out)
+    assert state["error"] == error and "sha256" not in state, state
