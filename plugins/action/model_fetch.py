@@ -49,7 +49,10 @@ def progress_line(host, step, started_done, started_at):
         line += ", %s/s" % human_bytes(rate)
         if total:
             line += ", about %s left" % human_seconds((total - done) / rate)
-    states = ["%d %s" % (part["number"], part["state"]) for part in step.get("parts", [])]
+    states = ["%d %s%s" % (part["number"], part["state"],
+                           " over %d connections" % part["connections"] if part.get("connections", 1) > 1
+                           and part["state"] == "downloading" else " (%s)" % part["note"] if part.get("note") else "")
+              for part in step.get("parts", [])]
     return line + "; parts: " + ", ".join(states)
 
 

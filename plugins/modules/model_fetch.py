@@ -90,6 +90,14 @@ options:
     description: Parts downloaded at once.
     type: int
     default: 2
+  connections:
+    description:
+      - Connections per part (1 to 64), each fetching its own byte ranges (kept beside the download in
+        C(PART.partial.ranges), each resumed on its own after a cut). Every range must come from the file the download
+        began with (its ETag and Last-Modified); a source whose file changes meanwhile costs an attempt and the part
+        starts again. A source that answers no ranges, or a part smaller than two 8 MiB ranges, comes over one.
+    type: int
+    default: 1
   step_seconds:
     description: Seconds this call may work before it returns its progress (V(0), until everything is verified).
     type: int
@@ -181,7 +189,8 @@ release:
 parts:
   description: Per part C(number), C(name), C(path), C(state) (C(verified), C(downloading), C(verifying), C(waiting)),
     C(bytes) (on disk), C(total) (null until known), C(fetched) (bytes this call), C(resumed_from) (bytes it had when
-    this call resumed it), C(verified) (C(now), C(record), C(linked) from another release, C(unchecked)).
+    this call resumed it), C(verified) (C(now), C(record), C(linked) from another release, C(unchecked)), and for a
+    download C(connections) (its byte ranges fetched at once) or C(note) (why it comes over one connection).
   returned: always
   type: list
   elements: dict
@@ -218,12 +227,17 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_arch, model_releases
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges, gguf, model_arch, model_releases
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_holdings import FetchHoldings
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import FetchState, source_key
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_transfer import FetchTransfer
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Refused, fetch_text
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_source import parse_sha256sums
+
+
+# what the result says of each part
+PART_FIELDS = ("number", "name", "path", "state", "bytes", "total", "fetched", "hashed", "verified", "resumed_from",
+               "connections", "note")
 
 
 class Fetch(FetchState, FetchHoldings, FetchTransfer):
@@ -396,9 +410,7 @@ class Fetch(FetchState, FetchHoldings, FetchTransfer):
         result.update(changed=self.changed, done=not errors and self.release_whole(parts, downloading),
                       removed=self.removed, needed_bytes=self.needed, bytes_done=min(done_bytes, total),
                       bytes_total=total, fetched_bytes=sum(part["fetched"] for part in parts),
-                      parts=[{key: part[key] for key in ("number", "name", "path", "state", "bytes", "total", "fetched",
-                                                         "hashed", "verified", "resumed_from") if key in part}
-                             for part in parts])
+                      parts=[{key: part[key] for key in PART_FIELDS if key in part} for part in parts])
         return result, " ".join(errors) or None
 
     def release_whole(self, parts, downloading):
@@ -426,6 +438,7 @@ def main():
             read_timeout=dict(type="int", default=60),
             attempts=dict(type="int", default=5),
             parallel=dict(type="int", default=2),
+            connections=dict(type="int", default=1),
             step_seconds=dict(type="int", default=0),
             state_dir=dict(type="path", default="/var/lib/llama-rpc-master/fetch"),
             recheck=dict(type="bool", default=False),
@@ -444,6 +457,9 @@ def main():
         module.fail_json(msg="sources has %d URLs for %d parts" % (len(module.params["sources"]), len(module.params["parts"])))
     if module.params["read_timeout"] < 1 or module.params["attempts"] < 1 or module.params["parallel"] < 1:
         module.fail_json(msg="read_timeout, attempts and parallel must be 1 or more")
+    if not 1 <= module.params["connections"] <= fetch_ranges.MOST_CONNECTIONS:
+        module.fail_json(msg="connections must be from 1 to %d (per part), not %d"
+                         % (fetch_ranges.MOST_CONNECTIONS, module.params["connections"]))
     if module.params["keep"] < 0:
         module.fail_json(msg="keep must be 0 or more")
     fetch = Fetch(module)

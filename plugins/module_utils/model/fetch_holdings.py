@@ -12,7 +12,7 @@ import os
 import time
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import identity
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import sha256_job
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges, sha256_job
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import HASH_START_SECONDS
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Refused
 
@@ -36,7 +36,11 @@ class FetchHoldings:
         except (OSError, ValueError):
             started = None
         report = sha256_job.poll(start_path + ".run")
-        if started is not None and (started.get("identity") != identity(path) or (
+        if started is not None and "follows" in started:
+            # a hash that followed a ranged download holds for the file as it last read it, if it is that file still
+            if (report is None or not report["running"]) and (report or {}).get("identity") != identity(path):
+                started = report = None  # it stopped short (the download started again, was given up) or the file changed
+        elif started is not None and (started.get("identity") != identity(path) or (
                 report is None and time.time() - started.get("at", 0) > HASH_START_SECONDS)
                 or (report is not None and not report["running"] and "sha256" not in report and "error" not in report)):
             started = report = None  # a report of another file at that path, or a process that died without a result
@@ -61,6 +65,24 @@ class FetchHoldings:
         if "error" in report:
             raise Refused("cannot read %s to verify it: %s" % (path, report["error"]))
         return report["sha256"]
+
+    def follow(self, partial):
+        """Hashes a ranged download as its bytes land (sha256_job.follow_file), unless a hash already follows it. A hash
+        that cannot start is no failure: the file is hashed whole once it has landed."""
+        start_path = self.hash_report_path(partial)
+        started = self._load(os.path.basename(start_path))
+        report = sha256_job.poll(start_path + ".run")
+        if started.get("follows") == os.stat(partial).st_ino:
+            if report is None and time.time() - started.get("at", 0) < HASH_START_SECONDS:
+                return  # started, its first report to come
+            if report is not None and (report["running"] or report.get("identity") == identity(partial)):
+                return  # under way, or done with the file as it is
+        with open(start_path + ".tmp", "w") as handle:
+            json.dump({"path": partial, "follows": os.stat(partial).st_ino, "at": time.time()}, handle)
+        os.replace(start_path + ".tmp", start_path)
+        if os.path.exists(start_path + ".run"):
+            os.unlink(start_path + ".run")
+        sha256_job.start(self.module, partial, start_path + ".run", fetch_ranges.record_path(partial))
 
     def verify(self, part, path):
         """Hashes path against the part's sha256: None while hashing, True when it matches, else the sha256 it has."""
@@ -111,7 +133,8 @@ class FetchHoldings:
             part.update(state="verified", verified="linked", bytes=size, total=size, link=other)
             return
         part["todo"] = "download"
-        part["have"] = os.path.getsize(partial) if os.path.exists(partial) else 0
+        ranged = fetch_ranges.load(partial)  # a ranged download's file has its full size from the start
+        part["have"] = fetch_ranges.landed(ranged) if ranged else os.path.getsize(partial) if os.path.exists(partial) else 0
         if os.path.exists(staged):  # named before its record was saved (a run cut short): verified again
             part["have"] = os.path.getsize(staged)
 
@@ -130,4 +153,5 @@ class FetchHoldings:
             self.record[staged] = {"identity": after, "sha256": part["sha256"]}
             self.changed = True
         elif part.get("todo") == "download" and os.path.exists(staged):
+            fetch_ranges.forget(partial)  # a whole file: verified again as it is, not fetched by ranges
             os.replace(staged, partial)

@@ -2,8 +2,9 @@
 # Copyright: graviton.llama_rpc contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The parts' transfer into a release: their sizes asked, the disk's room made, each part downloaded (resumed from its
-bytes with HTTP Range, retried with back-off), several at once, within one call's step. A part of model_fetch
-(plugins/modules/model_fetch.py), on FetchState's state."""
+bytes with HTTP Range, retried with back-off), several at once, within one call's step. A part whose source answers
+byte ranges comes over several connections at once, each range resumed on its own (fetch_ranges.py keeps them); a
+source that does not comes over one. A part of model_fetch (plugins/modules/model_fetch.py), on FetchState's state."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 from urllib.error import HTTPError
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import identity
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_releases
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges, model_releases
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import CHUNK, free_bytes
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Refused, refusal, total_of
 
@@ -23,10 +24,12 @@ class FetchTransfer:
     """Downloading the parts (a mixin of model_fetch's Fetch, over FetchState)."""
 
     def ask_sizes(self, parts):
-        """Each part to download: its size from its source (one byte asked), or the refusal it answers with."""
+        """Each part to download: its size from its source (one byte asked), whether it answers byte ranges and its
+        validator, or the refusal it answers with."""
         for part in parts:
             try:
-                part["total"] = self.source.size(part["src"])
+                found = self.source.probe(part["src"])
+                part.update(total=found["total"], ranged=found["ranged"], validator=found["validator"])
             except HTTPError as error:
                 reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
                 if reason:
@@ -67,6 +70,147 @@ class FetchTransfer:
 
     def download(self, part):
         partial = part["path"] + ".partial"
+        state = fetch_ranges.load(partial)
+        if state is None and self.ranges_wanted(part, partial):
+            state = fetch_ranges.begin(partial, part["total"], part["validator"], self.params["connections"])
+        if state is not None:
+            try:
+                self.download_ranges(part, partial, state)
+                return
+            except fetch_ranges.NoRanges:
+                part["note"] = "its source answered a byte range with the whole file: fetched over one connection"
+                part.pop("connections", None)
+                fetch_ranges.forget(partial)
+                os.unlink(partial)
+        elif self.params["connections"] > 1 and part["total"] and not part.get("ranged"):
+            part["note"] = "its source answers no byte ranges: fetched over one connection"
+        self.download_stream(part, partial)
+
+    def ranges_wanted(self, part, partial):
+        """Whether a part starts as a ranged download: its source answers ranges, it is large enough for two, and no
+        download of one stream is under way (that one resumes as it began)."""
+        if self.params["connections"] < 2 or not part.get("ranged") or not part["total"]:
+            return False
+        if len(fetch_ranges.plan(part["total"], self.params["connections"])) < 2:
+            return False
+        return not (os.path.exists(partial) and os.path.getsize(partial) > 0)
+
+    def download_ranges(self, part, partial, state):
+        """A part over several connections: its unfinished ranges, taken in turn by up to `connections` threads, each
+        range resumed on its own after a cut. The whole file is verified once every range has landed (finish). A source
+        whose file changes under the ranges (another ETag or date) costs an attempt, and the part starts again."""
+        part["resumed_from"] = part["bytes"] = fetch_ranges.landed(state)
+        self.follow(partial)
+        while not self.time_up():
+            todo = fetch_ranges.unfinished(state)
+            if not todo:
+                self.finish(part, partial)  # its record goes once the part is verified: the hash may still follow it
+                return
+            part["connections"] = min(self.params["connections"], len(todo))
+            halt, faults = threading.Event(), []
+            descriptor = os.open(partial, os.O_WRONLY)
+            try:
+                threads = [threading.Thread(target=self.range_worker, args=(part, descriptor, state, todo, halt, faults))
+                           for _count in range(part["connections"])]
+                for thread in threads:
+                    thread.start()
+                saved = time.monotonic()
+                while any(thread.is_alive() for thread in threads):
+                    next(thread for thread in threads if thread.is_alive()).join(0.5)
+                    if time.monotonic() - saved > 1:  # the hash follows what it says; a killed call loses this second
+                        with self.lock:
+                            fetch_ranges.save(partial, state)
+                        saved = time.monotonic()
+            finally:
+                os.close(descriptor)
+                with self.lock:
+                    fetch_ranges.save(partial, state)
+            if faults and not isinstance(faults[0], fetch_ranges.SourceChanged):
+                raise faults[0]
+            if faults:  # bytes of two files: none is kept
+                found = self.source.probe(part["src"])
+                if not found["ranged"] or not found["total"]:
+                    raise fetch_ranges.NoRanges()
+                state = fetch_ranges.begin(partial, found["total"], found["validator"], self.params["connections"])
+                part.update(total=found["total"], validator=found["validator"], bytes=0)
+                self.follow(partial)
+                self.failed_attempt(part, "the source's file changed during the download (%s): fetched again from its "
+                                          "start" % faults[0])
+
+    def range_worker(self, part, descriptor, state, todo, halt, faults):
+        """One connection: takes the next unfinished range, then half of the largest one another connection is still
+        on (so a slow or cut connection does not fetch the end alone), until none is left, the call's time is up, or a
+        fault ends the part's ranges (kept in faults; halt stops the other connections)."""
+        while not self.time_up() and not halt.is_set():
+            with self.lock:
+                span = todo.pop(0) if todo else fetch_ranges.split_largest(state)
+            if span is None:
+                return
+            try:
+                self.fetch_range(part, descriptor, state, span, halt)
+            except (Refused, fetch_ranges.NoRanges, fetch_ranges.SourceChanged) as error:
+                with self.lock:
+                    faults.append(error)
+                halt.set()
+                return
+
+    def fetch_range(self, part, descriptor, state, span, halt):
+        """Brings one range [first, last, landed] forward, resumed from what has landed, retried with back-off."""
+        key = "%s@%d" % (part["path"], span[0])
+        while span[2] < span[1] + 1 - span[0] and not self.time_up() and not halt.is_set():
+            with self.lock:
+                offset, asked = span[0] + span[2], span[1]  # the range may be split after this: it then ends sooner
+            try:
+                with self.source.open(part["src"], offset, last=asked) as response:
+                    if response.status != 206:
+                        raise fetch_ranges.NoRanges()
+                    answered = fetch_ranges.content_range(response.headers.get("Content-Range"))
+                    why = fetch_ranges.changed(state["validator"], fetch_ranges.validator(response.headers))
+                    if why is None and answered != (offset, asked, state["total"]):
+                        why = "it answered bytes %d-%d of %s for bytes %d-%d of %d" % (
+                            answered[0], answered[1], answered[2] or "?", offset, asked, state["total"])
+                    if why:
+                        raise fetch_ranges.SourceChanged(why)
+                    while offset <= span[1]:
+                        block = response.read(min(CHUNK, span[1] + 1 - offset))
+                        if not block:
+                            break
+                        with self.lock:  # the range may have been split meanwhile: it ends sooner
+                            block = block[:max(0, span[1] + 1 - offset)]
+                        os.pwrite(descriptor, block, offset)
+                        offset += len(block)
+                        with self.lock:
+                            span[2] += len(block)
+                            part["fetched"] += len(block)
+                            part["bytes"] += len(block)
+                            self.failures.pop(key, None)
+                            self.changed = True
+                        if self.time_up() or halt.is_set():
+                            return
+                if offset <= span[1]:
+                    raise OSError("the connection ended %d bytes before its range's end" % (span[1] + 1 - offset))
+            except HTTPError as error:
+                if error.code == 416:
+                    raise fetch_ranges.SourceChanged("it has no bytes %d-%d of a %d-byte file now (HTTP 416)"
+                                                     % (offset, span[1], state["total"]))
+                reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
+                if reason:
+                    raise Refused(reason)
+                self.failed_attempt(part, "HTTP %d %s" % (error.code, error.reason), key, halt)
+            except (Refused, fetch_ranges.NoRanges, fetch_ranges.SourceChanged):
+                raise
+            except (OSError, ValueError) as error:
+                if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+                    raise Refused(self.disk_full(part, fetch_ranges.landed(state)))
+                self.failed_attempt(part, str(getattr(error, "reason", error)), key, halt)
+
+    def disk_full(self, part, have):
+        return ("no space left in %s while part %d (%s) was fetched: something else filled the disk. The %.2f GB fetched "
+                "are kept there, and the next run resumes. Free space there, or set rpc_master_models_dir to a larger "
+                "disk." % (os.path.dirname(part["path"]), part["number"], part["name"], have / 1e9))
+
+    def download_stream(self, part, partial):
+        """A part over one connection, resumed from the bytes it has."""
         have = os.path.getsize(partial) if os.path.exists(partial) else 0
         part["resumed_from"] = have
         key = part["path"]
@@ -108,10 +252,7 @@ class FetchTransfer:
                 raise
             except (OSError, ValueError) as error:  # URLError and timeouts are OSErrors
                 if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-                    raise Refused("no space left in %s while part %d (%s) was fetched: something else filled the disk. The "
-                                  "%.2f GB fetched are kept there, and the next run resumes. Free space there, or set "
-                                  "rpc_master_models_dir to a larger disk."
-                                  % (os.path.dirname(partial), part["number"], part["name"], have / 1e9))
+                    raise Refused(self.disk_full(part, have))
                 self.failed_attempt(part, str(getattr(error, "reason", error)))
             have = os.path.getsize(partial) if os.path.exists(partial) else 0
 
@@ -121,6 +262,7 @@ class FetchTransfer:
         outcome = self.verify(part, partial)
         if outcome is None:
             return
+        fetch_ranges.forget(partial)  # verified or refused: a ranged download's record has served
         if outcome is not True:
             os.unlink(partial)
             self.record.pop(partial, None)
@@ -139,16 +281,20 @@ class FetchTransfer:
         self.record[part["path"]] = {"identity": identity(part["path"]), "sha256": part["sha256"]}
         self.changed = True
 
-    def failed_attempt(self, part, why):
+    def failed_attempt(self, part, why, key=None, halt=None):
+        """Counts a failed attempt in a row (per part, or per range: key), and waits its back-off; Refused after the
+        last one."""
+        key = key or part["path"]
         with self.lock:
-            count = self.failures.get(part["path"], 0) + 1
-            self.failures[part["path"]] = count
+            count = self.failures.get(key, 0) + 1
+            self.failures[key] = count
         if count >= self.params["attempts"]:
             raise Refused("part %d (%s) could not be fetched after %d attempts in a row (%s): the master must reach the "
                           "source (a master in a private subnet needs a NAT gateway, or an S3 gateway endpoint). The bytes "
                           "it has are kept: the next run resumes." % (part["number"], part["name"], count, why))
         until = time.monotonic() + min(2 ** count, 60)
-        while time.monotonic() < until and not self.time_up():  # the back-off, cut short when the call must stop
+        # the back-off, cut short when the call must stop or the part's other connections met a fault
+        while time.monotonic() < until and not self.time_up() and not (halt and halt.is_set()):
             time.sleep(min(1.0, until - time.monotonic()))
 
     def work(self, part):
@@ -173,18 +319,22 @@ class FetchTransfer:
             part["error"] = "part %d (%s): %s" % (part["number"], part["name"], error)
         if "error" in part:
             self.deadline = time.monotonic()  # the others stop at their next block
+        self.part_ended.set()
 
     def run_parts(self, parts):
         """Works on the parts, parallel at a time, until each is verified, one fails, or the call's time is up."""
         pending, threads = list(parts), []
+        self.part_ended = threading.Event()
         while True:
+            self.part_ended.clear()  # before looking: a part that ends from here on wakes the wait below
             threads = [thread for thread in threads if thread.is_alive()]
             while pending and len(threads) < self.params["parallel"] and not self.time_up():
                 thread = threading.Thread(target=self.work, args=(pending.pop(0),))
                 thread.start()
                 threads.append(thread)
             if threads:
-                threads[0].join(0.5)
+                # the next part starts as soon as any one ends, not when the first one started does
+                self.part_ended.wait(0.5)
                 continue
             unfinished = [part for part in parts if part["state"] in ("downloading", "verifying")]
             if pending or not unfinished or self.time_up() or any("error" in part for part in parts):

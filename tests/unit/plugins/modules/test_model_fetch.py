@@ -3,6 +3,7 @@ download cut short, a source that stalls or refuses midway, a redirect to anothe
 sets written with the gguf package: each model fetched as a release of its own beside the one served, never written
 into it."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -13,10 +14,11 @@ import urllib.request
 
 import pytest
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf, model_releases, model_source
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_state, fetch_transfer
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges, fetch_state, fetch_transfer
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import sha256_job
 from ansible_collections.graviton.llama_rpc.plugins.modules import model_fetch
 
-from tests.tools import http_proxy, llama_cpp, model_server, model_shapes
+from tests.tools import http_proxy, llama_cpp, model_server, model_shapes, moto_aws
 from tests.unit.plugins.module_runner import run_module
 
 TOKEN = "hf_test_token"
@@ -364,7 +366,7 @@ def test_the_token_stays_with_its_host_across_a_redirect(published, tmp_path, ca
         base = "http://127.0.0.1:%d" % source.server_address[1]
         control(base, redirect="%s:http://localhost:%d/%s" % (paths[1].name, cdn.server_address[1], paths[1].name))
         result = run_module(model_fetch.main, capsys, **arguments(base, tmp_path))
-        assert result["done"], result
+        assert result["done"], json.dumps(result)
         assert not any(cdn.RequestHandlerClass.authorized[paths[1].name]), cdn.RequestHandlerClass.authorized
         assert all(all(seen) for seen in source.RequestHandlerClass.authorized.values())
         assert sent(cdn) == paths[1].stat().st_size + 1  # and the byte it was asked for first
@@ -384,7 +386,7 @@ def test_a_proxy_from_the_environment_carries_the_download(host, published, tmp_
         result = run_module(model_fetch.main, capsys, **arguments(base, tmp_path))
     finally:
         proxy.shutdown()
-    assert result["done"], result
+    assert result["done"], json.dumps(result)
     carried = proxy.RequestHandlerClass.forwarded
     assert {url.rsplit("/", 1)[1].split("?")[0] for url in carried} >= {path.name for path in paths} | {"SHA256SUMS"}
 
@@ -458,3 +460,159 @@ def test_parts_fetched_three_at_a_time_all_land_in_the_record(host, tmp_path, ca
     assert run_module(model_fetch.main, capsys, **arguments(base, tmp_path, parallel=3))["done"]
     again = run_module(model_fetch.main, capsys, **arguments(base, tmp_path))
     assert [part["verified"] for part in again["parts"]] == ["record"] * 3
+
+
+# ---- a part over several connections (byte ranges) ----
+
+@pytest.fixture()
+def one_file(tmp_path_factory, monkeypatch):
+    """A single-file model (about 18 MB, as a 40 GB one comes) and its checksum file, ranges of 1 MiB so that it splits
+    into as many as 8 connections ask; and the arguments that fetch it from a host."""
+    directory = tmp_path_factory.mktemp("one-file")
+    [path] = model_shapes.small("llama", directory / "whole.gguf")
+    model_shapes.write_sha256sums([path], directory / "SHA256SUMS")
+    monkeypatch.setattr(fetch_ranges, "SMALLEST_RANGE", 1 << 20)
+
+    def fetch_arguments(base, target, **extra):
+        model = model_source.parts(base + "/whole.gguf", sha256sums=base + "/SHA256SUMS")
+        return dict(parts=model["parts"], sha256sums=base + "/SHA256SUMS", token=TOKEN, models_dir=str(target / "models"),
+                    state_dir=str(target / "state"), **extra)
+    return directory, path, fetch_arguments
+
+
+def ranges_asked(base):
+    """The Range header of each request the host had for the model's file, the one-byte probes left out."""
+    return [value for value in ask(base + "/_sent")["ranges"]["whole.gguf"] if value != "bytes=0-0"]
+
+
+def test_a_single_file_comes_over_several_connections_and_is_verified(one_file, tmp_path, capsys, monkeypatch):
+    """Eight connections, each with its own byte range; the file verified against its sha256 by one hash that followed
+    the ranges as they landed (not read again after), each byte sent once (but for a split's few MiB in flight), and no
+    record of the ranges left beside the release."""
+    directory, path, fetch_arguments = one_file
+    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN, rate=8 << 20)
+    base = "http://127.0.0.1:%d" % server.server_address[1]
+    hashes, start = [], sha256_job.start
+    monkeypatch.setattr(sha256_job, "start", lambda module, *args: hashes.append(args) or start(module, *args))
+    try:
+        result = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=8))
+        asked = ranges_asked(base)
+        total_sent = sent(server)
+    finally:
+        server.shutdown()
+    assert result["done"] and result["parts"][0]["verified"] == "now", json.dumps(result)
+    assert result["parts"][0]["connections"] == 8
+    size = os.path.getsize(path)
+    spans = sorted(fetch_ranges.content_range("bytes %s/%d" % (value.split("=", 1)[1], size))[:2] for value in asked)
+    planned = [(first, last) for first, last, _landed in fetch_ranges.plan(size, 8)]
+    # each connection its own range; one that lagged may have lent the end of its range to another (a split)
+    assert [span for span in planned if span[0] in {first for first, _last in spans}] == planned, asked
+    assert total_sent <= size + 1 + (len(spans) - 8) * (4 << 20), (total_sent, asked)  # and the probe's byte
+    assert len(hashes) == 1 and hashes[0][2].endswith(".partial" + fetch_ranges.SUFFIX), hashes
+    placed = result["release"]["dir"]
+    with open(os.path.join(placed, "whole.gguf"), "rb") as handle:
+        assert hashlib.sha256(handle.read()).hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert not any(name.endswith(fetch_ranges.SUFFIX) for _root, _dirs, names in os.walk(tmp_path) for name in names)
+
+
+def test_a_cut_range_resumes_on_its_own(one_file, tmp_path, capsys):
+    """The first range longer than 300 kB is cut there: it is asked again from where it stopped (the connections done
+    meanwhile may take halves of its rest), not from its start."""
+    directory, path, fetch_arguments = one_file
+    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN, cuts={"whole.gguf": 300_000})
+    base = "http://127.0.0.1:%d" % server.server_address[1]
+    try:
+        result = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=4, attempts=2))
+        asked, total_sent = ranges_asked(base), sent(server)
+        cut = ask(base + "/_sent")["cut"]
+    finally:
+        server.shutdown()
+    assert result["done"], json.dumps(result)
+    planned = [first for first, _last, _landed in fetch_ranges.plan(os.path.getsize(path), 4)]
+    firsts = sorted(int(value.split("=")[1].split("-")[0]) for value in asked)
+    assert cut == ["whole.gguf"] and set(planned) <= set(firsts), asked
+    assert [first for first in firsts if first - 300_000 in planned], asked  # resumed where the cut left it
+    # a range split while its connection sends: what was in flight past its new end (the sockets' buffers) is sent
+    # for nothing, at most a few MiB a split
+    assert total_sent <= os.path.getsize(path) + 1 + (len(firsts) - len(planned)) * (4 << 20), (total_sent, asked)
+
+
+def test_ranges_cut_short_by_the_call_s_step_resume_in_the_next_call(one_file, tmp_path, capsys):
+    """Calls of a second each (4 connections of 1 MB/s): each call goes on from the ranges the last one left, recorded
+    beside the download; the file is fetched once in all."""
+    directory, path, fetch_arguments = one_file
+    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN, rate=1 << 20)
+    base = "http://127.0.0.1:%d" % server.server_address[1]
+    steps = []
+    try:
+        while not (steps and (steps[-1]["done"] or steps[-1].get("failed"))) and len(steps) < 30:
+            arguments_of_a_step = fetch_arguments(base, tmp_path, connections=4, step_seconds=1)
+            steps.append(run_module(model_fetch.main, capsys, **arguments_of_a_step))
+        total_sent = sent(server)
+    finally:
+        server.shutdown()
+    assert steps[-1]["done"], steps[-1]
+    assert len(steps) >= 3 and steps[1]["parts"][0]["resumed_from"] > 0, [step["parts"][0] for step in steps]
+    assert total_sent <= os.path.getsize(path) + 4 * (1 << 20), total_sent  # at most a block per connection again
+
+
+def test_a_source_that_answers_ranges_with_the_whole_file_comes_over_one_connection(one_file, tmp_path, capsys):
+    directory, path, fetch_arguments = one_file
+    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN)
+    base = "http://127.0.0.1:%d" % server.server_address[1]
+    try:
+        control(base, no_ranges=1)
+        result = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=8))
+    finally:
+        server.shutdown()
+    assert result["done"] and result["parts"][0]["verified"] == "now", json.dumps(result)
+    assert result["parts"][0]["note"] == "its source answers no byte ranges: fetched over one connection", result
+    assert "connections" not in result["parts"][0]
+
+
+def test_a_file_that_changes_between_two_ranges_is_named_and_never_verified(one_file, tmp_path, capsys):
+    """The source's file replaced between two calls of a download (same size, other bytes, the checksum file as it
+    was): the ranges still to come are of another file (another ETag), so the part starts again and, its attempts
+    spent, is refused with that cause; nothing is marked verified."""
+    directory, path, fetch_arguments = one_file
+    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN, rate=1 << 20)
+    base = "http://127.0.0.1:%d" % server.server_address[1]
+    original = path.read_bytes()
+    try:
+        first = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=4, step_seconds=1))
+        assert not first["done"] and first["parts"][0]["bytes"] > 0, first
+        replaced = bytearray(original)
+        replaced[-4096:] = os.urandom(4096)
+        path.with_suffix(".new").write_bytes(bytes(replaced))
+        os.replace(path.with_suffix(".new"), path)
+        second = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=4, attempts=1))
+    finally:
+        server.shutdown()
+        path.write_bytes(original)
+    assert second["failed"], second
+    assert re.search(r"after 1 attempts in a row \(the source's file changed during the download \(its ETag was "
+                     r"\"[0-9a-f-]+\", then \"[0-9a-f-]+\"\): fetched again from its start\)", second["msg"]), second["msg"]
+    assert not any(name.endswith(".gguf") for _root, _dirs, names in os.walk(tmp_path / "models") for name in names)
+    assert not json.loads((tmp_path / "state" / model_releases.RECORD).read_text())
+
+
+def test_an_s3_object_comes_over_ranged_gets_of_its_signed_url(one_file, tmp_path, capsys):
+    """An s3:// source, as the controller signs it (a presigned GET URL; moto's S3 on loopback): its byte ranges come
+    over 4 connections, each answered by S3 with the object's ETag, and the part is verified against its sha256."""
+    boto3 = pytest.importorskip("boto3")
+    directory, path, _fetch_arguments = one_file
+    with contextlib.ExitStack() as stack:
+        endpoint = stack.enter_context(moto_aws.running(llama_cpp.free_port()))
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+        s3.create_bucket(Bucket="llama-models")
+        s3.upload_file(str(path), "llama-models", "whole.gguf")
+        signed = s3.generate_presigned_url("get_object", Params={"Bucket": "llama-models", "Key": "whole.gguf"},
+                                           ExpiresIn=600)
+        model = model_source.parts("s3://llama-models/whole.gguf",
+                                   sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+        assert model["problems"] == [], model
+        result = run_module(model_fetch.main, capsys, parts=model["parts"], sources=[signed], connections=4,
+                            models_dir=str(tmp_path / "models"), state_dir=str(tmp_path / "state"))
+    assert result["done"] and result["parts"][0]["verified"] == "now", json.dumps(result)
+    assert result["parts"][0]["connections"] == 4 and "note" not in result["parts"][0], result["parts"][0]
