@@ -12,7 +12,7 @@ from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.address
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.network.addresses import parse_address
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.input_rules.common import whole, number, at_least, in_range, sentences
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import speculative
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_source
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges, model_source
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import tensor_split
 
 
@@ -59,6 +59,9 @@ def rpc_master(settings):
              "set it to 1 or more."),
             ("rpc_master_model_download_parallel", at_least(s["rpc_master_model_download_parallel"], 1),
              "set it to 1 or more (parts at once)."),
+            ("rpc_master_model_download_connections",
+             in_range(s["rpc_master_model_download_connections"], 1, fetch_ranges.MOST_CONNECTIONS),
+             "set it from 1 (one stream per part) to %d (connections per part)." % fetch_ranges.MOST_CONNECTIONS),
             ("rpc_master_models_kept", at_least(s["rpc_master_models_kept"], 0),
              "set it to 0 (only the served model) or more (models kept for a rollback)."),
             ("rpc_master_server_cache_ram_mib", at_least(s["rpc_master_server_cache_ram_mib"], 0),

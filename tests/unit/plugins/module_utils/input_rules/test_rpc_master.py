@@ -41,6 +41,12 @@ MASTER_CASES = {
                              ["rpc_master_model_download_timeout=0: set it to 1 second or more. rpc_master_model_read_timeout=0: "
                               "set it to 1 second or more. rpc_master_model_download_attempts=0: set it to 1 or more. "
                               "rpc_master_model_download_parallel=0: set it to 1 or more (parts at once)."]),
+    "connections per part of 0": (
+        {"rpc_master_model_download_connections": 0},
+        ["rpc_master_model_download_connections=0: set it from 1 (one stream per part) to 64 (connections per part)."]),
+    "connections per part of 10,000": (
+        {"rpc_master_model_download_connections": 10000},
+        ["rpc_master_model_download_connections=10000: set it from 1 (one stream per part) to 64"]),
     "a negative count of kept models": ({"rpc_master_models_kept": -1},
                                         ["Out of range: rpc_master_models_kept=-1: set it to 0 (only the served model) or "
                                          "more (models kept for a rollback)."]),
