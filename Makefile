@@ -69,6 +69,9 @@ bench-spec: ## Benchmark speculative decoding through 0, 1, 2 workers: tokens/s 
 bench-tensor: ## Benchmark tensor parallelism against the layer split over 2 and 3 workers: tokens/s, the memory's read rate on 1 and 2 cores, messages a token, the load, speculation at L=3
 	@bash tests/bench/run.sh tests.bench.tensor
 
+bench-fetch: ## Benchmark a model's first fetch: one connection per part against 8 (byte ranges), each capped as a CDN edge is, beside what the cap allows
+	@bash tests/bench/run.sh tests.bench.fetch
+
 bench-master-read: ## Benchmark the master's read of the model: mmap's populate, the load, the disk's bytes, with the page cache warm, dropped, capped below the file
 	@bash tests/bench/run.sh tests.bench.master_read
 
