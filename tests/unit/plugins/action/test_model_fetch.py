@@ -73,3 +73,12 @@ def test_the_progress_line_says_bytes_rate_and_time_left():
                                 0, action.time.monotonic() - 10)
     assert line.startswith("master: model 2.00 GB of 4.00 GB (50.0%), 0.20 GB/s") and "about 10s left" in line
     assert line.endswith("parts: 1 verified, 2 fetching")
+
+
+def test_the_progress_line_says_over_how_many_connections_and_why_one():
+    line = action.progress_line("master", {"bytes_done": 1e9, "bytes_total": 4e9, "parts": [
+        {"number": 1, "state": "downloading", "connections": 8},
+        {"number": 2, "state": "downloading", "note": "its source answers no byte ranges: fetched over one connection"},
+        {"number": 3, "state": "verifying", "connections": 8}]}, 0, action.time.monotonic() - 10)
+    assert line.endswith("parts: 1 downloading over 8 connections, 2 downloading (its source answers no byte ranges: "
+                         "fetched over one connection), 3 verifying"), line
