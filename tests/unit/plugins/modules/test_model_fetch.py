@@ -4,6 +4,7 @@ sets written with the gguf package: each model fetched as a release of its own b
 into it."""
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -616,3 +617,28 @@ def test_an_s3_object_comes_over_ranged_gets_of_its_signed_url(one_file, tmp_pat
                             models_dir=str(tmp_path / "models"), state_dir=str(tmp_path / "state"))
     assert result["done"] and result["parts"][0]["verified"] == "now", json.dumps(result)
     assert result["parts"][0]["connections"] == 4 and "note" not in result["parts"][0], result["parts"][0]
+
+
+def test_a_disk_that_fills_mid_part_is_named_and_the_next_run_resumes(one_file, tmp_path, capsys, monkeypatch):
+    """The disk fills after 3 MiB have landed (a write refused with ENOSPC): the part is refused with what to free,
+    nothing is verified, and once there is room the next run goes on from the ranges that landed."""
+    directory, path, fetch_arguments = one_file
+    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN)
+    base = "http://127.0.0.1:%d" % server.server_address[1]
+    written, pwrite = [0], os.pwrite
+
+    def filling(descriptor, data, offset):
+        if written[0] + len(data) > 3 << 20:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written[0] += len(data)
+        return pwrite(descriptor, data, offset)
+    try:
+        monkeypatch.setattr(os, "pwrite", filling)
+        full = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=4))
+        monkeypatch.setattr(os, "pwrite", pwrite)
+        assert full["failed"] and "no space left in " in full["msg"] and "the next run resumes" in full["msg"], full
+        assert not json.loads((tmp_path / "state" / model_releases.RECORD).read_text())
+        resumed = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=4))
+    finally:
+        server.shutdown()
+    assert resumed["done"] and resumed["parts"][0]["resumed_from"] >= 2 << 20, json.dumps(resumed)
