@@ -226,14 +226,17 @@ def model_host_report(host):
 
 
 def test_the_set_came_with_its_token_resumed_after_a_cut_and_verified(host):
-    """The model host wants a token and cut part 2's first download at 22 of 45 MB (prepare.yml). The master holds every
-    part with the publisher's bytes under llama.cpp's names, resumed the cut part from its bytes (the host sent at
-    most 1.1x the set), and recorded each part as verified (a re-run reads none of them: see the next tests)."""
+    """The model host wants a token and cut part 2's first request longer than 4 MB there (prepare.yml): each 45 MB
+    part came over several connections, by byte ranges. The master holds every part with the publisher's bytes under
+    llama.cpp's names, resumed the cut range from its bytes (the host sent at most 1.1x the set), and recorded each
+    part as verified (a re-run reads none of them: see the next tests)."""
     report = model_host_report(host)
     sent = sum(count for name, count in report["sent"].items() if name.endswith(".gguf"))
     total = sum(path.stat().st_size for path in SET)
     print(f"model host: sent {sent} bytes for a set of {total} ({sent / total:.3f}x), cut {report['cut']}")
     assert report["cut"] == ["tiny-00002-of-00003.gguf"], report
+    firsts = {int(asked.split("=")[1].split("-")[0]) for asked in report["ranges"]["tiny-00002-of-00003.gguf"] if asked}
+    assert len(firsts) > 2 and any(first + 4_000_000 in firsts for first in firsts), report["ranges"]
     assert total <= sent <= 1.1 * total, (sent, total)
     # a release of its own, named after the model and its bytes, moved into place whole
     sums = [hashlib.sha256(path.read_bytes()).hexdigest() for path in SET]
