@@ -82,7 +82,8 @@ class FetchHoldings:
         os.replace(start_path + ".tmp", start_path)
         if os.path.exists(start_path + ".run"):
             os.unlink(start_path + ".run")
-        sha256_job.start(self.module, partial, start_path + ".run", fetch_ranges.record_path(partial))
+        lease = "%s:%d" % (self.params["lease_file"], self.params["lease_seconds"]) if self.params["lease_file"] else ""
+        sha256_job.start(self.module, partial, start_path + ".run", fetch_ranges.record_path(partial), lease)
 
     def verify(self, part, path):
         """Hashes path against the part's sha256: None while hashing, True when it matches, else the sha256 it has."""

@@ -72,7 +72,7 @@ class FetchTransfer:
         partial = part["path"] + ".partial"
         state = fetch_ranges.load(partial)
         if state is None and self.ranges_wanted(part, partial):
-            state = fetch_ranges.begin(partial, part["total"], part["validator"], self.params["connections"])
+            state = self.begin_ranges(part, partial, part["total"], part["validator"])
         if state is not None:
             try:
                 self.download_ranges(part, partial, state)
@@ -118,24 +118,39 @@ class FetchTransfer:
                 while any(thread.is_alive() for thread in threads):
                     next(thread for thread in threads if thread.is_alive()).join(0.5)
                     if time.monotonic() - saved > 1:  # the hash follows what it says; a killed call loses this second
-                        with self.lock:
-                            fetch_ranges.save(partial, state)
+                        self.save_ranges(part, partial, state)
                         saved = time.monotonic()
             finally:
                 os.close(descriptor)
-                with self.lock:
-                    fetch_ranges.save(partial, state)
+                self.save_ranges(part, partial, state)
             if faults and not isinstance(faults[0], fetch_ranges.SourceChanged):
                 raise faults[0]
             if faults:  # bytes of two files: none is kept
                 found = self.source.probe(part["src"])
                 if not found["ranged"] or not found["total"]:
                     raise fetch_ranges.NoRanges()
-                state = fetch_ranges.begin(partial, found["total"], found["validator"], self.params["connections"])
+                state = self.begin_ranges(part, partial, found["total"], found["validator"])
                 part.update(total=found["total"], validator=found["validator"], bytes=0)
                 self.follow(partial)
                 self.failed_attempt(part, "the source's file changed during the download (%s): fetched again from its "
                                           "start" % faults[0])
+
+    def begin_ranges(self, part, partial, total, began):
+        try:
+            return fetch_ranges.begin(partial, total, began, self.params["connections"])
+        except OSError as error:
+            if error.errno == errno.ENOSPC:
+                raise Refused(self.disk_full(part, 0))
+            raise
+
+    def save_ranges(self, part, partial, state):
+        with self.lock:
+            try:
+                fetch_ranges.save(partial, state)
+            except OSError as error:
+                if error.errno == errno.ENOSPC:
+                    raise Refused(self.disk_full(part, fetch_ranges.landed(state)))
+                raise
 
     def range_worker(self, part, descriptor, state, todo, halt, faults):
         """One connection: takes the next unfinished range, then half of the largest one another connection is still

@@ -64,10 +64,21 @@ def _landed(ranges_record):
         return None
 
 
-def follow_file(path, out, ranges_record, idle_seconds=FOLLOW_IDLE_SECONDS):
+def _given_up(lease):
+    """Whether the run that downloads gave up: its lease ("FILE:SECONDS", model_fetch's) is older than its seconds."""
+    if not lease:
+        return False
+    path, _colon, seconds = lease.rpartition(":")
+    try:
+        return time.time() - os.stat(path).st_mtime > float(seconds)
+    except (OSError, ValueError):
+        return True
+
+
+def follow_file(path, out, ranges_record, lease="", idle_seconds=FOLLOW_IDLE_SECONDS):
     """Hashes path as its ranges land (ranges_record), reporting into out about once a second; an error when the
-    download starts again (fewer bytes landed than read, another file at path, its record gone before the end) or
-    lands nothing for idle_seconds."""
+    download starts again (fewer bytes landed than read, another file at path, its record gone before the end), its
+    run gives up (lease) or it lands nothing for idle_seconds."""
     state = {"pid": os.getpid(), "done": 0, "size": 0, "following": True}
     digest, last, grew = hashlib.sha256(), 0.0, time.monotonic()
     try:
@@ -82,6 +93,8 @@ def follow_file(path, out, ranges_record, idle_seconds=FOLLOW_IDLE_SECONDS):
                 if state["done"] == landed[1]:
                     break
                 if landed[0] == state["done"]:
+                    if _given_up(lease):
+                        raise OSError("the download it followed was given up")
                     if time.monotonic() - grew > idle_seconds:
                         raise OSError("nothing landed for %d s" % idle_seconds)
                     time.sleep(0.2)
@@ -105,7 +118,7 @@ def follow_file(path, out, ranges_record, idle_seconds=FOLLOW_IDLE_SECONDS):
     _report(out, state)
 
 
-def _detached(path, out, ranges_record=None):
+def _detached(path, out, ranges_record=None, lease=""):
     """Forks; the parent returns at once, the child hashes in a session of its own with no terminal or output."""
     if os.fork():
         return
@@ -115,19 +128,19 @@ def _detached(path, out, ranges_record=None):
         os.dup2(devnull, descriptor)
     try:
         if ranges_record:
-            follow_file(path, out, ranges_record)
+            follow_file(path, out, ranges_record, lease)
         else:
             hash_file(path, out)
     finally:
         os._exit(0)
 
 
-def start(module, path, out, ranges_record=None):
-    """Starts hashing path in the background, its report in out (with ranges_record, as the download lands). Returns an
-    error text, or None."""
+def start(module, path, out, ranges_record=None, lease=""):
+    """Starts hashing path in the background, its report in out (with ranges_record, as the download lands, until its
+    run gives up: lease, "FILE:SECONDS"). Returns an error text, or None."""
     source = __loader__.get_source(__name__)  # pylint: disable=undefined-variable  # the module's zip, or this file
-    code, _out, err = module.run_command([sys.executable, "-c", source, path, out] + ([ranges_record] if ranges_record
-                                                                                      else []))
+    following = [ranges_record, lease] if ranges_record else []
+    code, _out, err = module.run_command([sys.executable, "-c", source, path, out] + following)
     return None if code == 0 else (err.strip() or "exit code %d" % code)
 
 
@@ -152,4 +165,4 @@ def poll(out):
 
 
 if __name__ == "__main__":
-    _detached(*sys.argv[1:4])
+    _detached(*sys.argv[1:5])

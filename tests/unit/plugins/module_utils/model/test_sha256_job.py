@@ -86,12 +86,17 @@ def test_a_hash_follows_a_download_as_its_bytes_land_from_the_start_on(tmp_path)
     ("started again", "the download it followed started again"),
     ("record gone", "the download it followed started again"),
     ("idle", "nothing landed for 1 s"),
+    ("given up", "the download it followed was given up"),
 ])
 def test_a_hash_that_follows_stops_when_its_download_does(tmp_path, fault, error):
     part, record, out = tmp_path / "part.partial", tmp_path / "part.partial.ranges", str(tmp_path / "hash.json")
     part.write_bytes(os.urandom(1 << 20))
     record.write_text(json.dumps({"prefix": 1 << 19, "total": 1 << 20}))
-    follower = threading.Thread(target=sha256_job.follow_file, args=(str(part), out, str(record), 1))
+    lease = tmp_path / "lease"
+    lease.touch()
+    os.utime(lease, (time.time() - (60 if fault == "given up" else 0),) * 2)  # its run's controller gone a minute
+    idle = 1 if fault == "idle" else 30
+    follower = threading.Thread(target=sha256_job.follow_file, args=(str(part), out, str(record), "%s:15" % lease, idle))
     follower.start()
     time.sleep(0.5)
     if fault == "started again":
