@@ -398,12 +398,29 @@ class Running:
         return SimpleNamespace(returncode=self.process.returncode, stdout="".join(self.lines), stderr="")
 
 
+# The bytes under .incoming that have landed: a whole file's size, or for a download by byte ranges (a file of its full
+# size from the start) what its ranges' record says landed.
+LANDED = ("import glob, json, os\n"
+          "def landed(path):\n"
+          "    try:\n"
+          "        return sum(span[2] for span in json.load(open(path + '.ranges'))['ranges'])\n"
+          "    except OSError:\n"
+          "        return os.path.getsize(path)\n"
+          "files = [path for path in glob.glob('%s/.incoming/*/*') if not path.endswith(('.ranges', '.tmp'))]\n"
+          "print(max([0] + [landed(path) for path in files if path.endswith('.partial')]), sum(map(landed, files)))")
+
+
+def landed_bytes(master):
+    """(the most bytes one download under way has landed, the bytes landed under .incoming in all)."""
+    most, total = containers.checked_sh(master, "python3 -c %s" % shlex.quote(LANDED % MODELS)).split()
+    return int(most), int(total)
+
+
 def wait_for_partial(master, size, timeout=120):
-    """Until a download under way has written size bytes."""
+    """Until a download under way has landed size bytes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        sizes = containers.sh(master, f"find {MODELS}/.incoming -name '*.partial' -printf '%s\\n'")[1].split()
-        if any(int(found) >= size for found in sizes):
+        if landed_bytes(master)[0] >= size:
             return
         time.sleep(0.3)
     raise AssertionError(f"no download reached {size} bytes in {timeout} s")
@@ -416,9 +433,10 @@ def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetch
     in the worker's cache; a rollback (rpc_master_model_release=previous) switches back with no byte fetched and
     nothing sent to the worker: the first answer again."""
     master, worker = in_use.master, in_use.worker
-    # slow enough that no part (45 MB) ends in the seconds a busy machine takes to see a partial one and kill, nor the
-    # set in the seconds the killed run's download outlives it (its lease: up to 25 s)
-    model_host(master, rate=1_000_000)
+    # slow enough that no part (45 MB, over 5 connections of byte ranges) ends in the seconds a busy machine takes to
+    # see a partial one and kill, nor the set in the seconds the killed run's download outlives it (its lease: up to
+    # 25 s): about 1 MB/s a part
+    model_host(master, rate=200_000)
     killed = update(in_use.directory, V2, background=True, master=master)
     wait_for_partial(master, 8_000_000)
     killed.kill()
@@ -430,7 +448,7 @@ def test_a_deploy_killed_mid_download_resumes_then_switches_and_a_rollback_fetch
     assert not downloading(master) and outlived <= 25, outlived
     model_host(master, reset=1)
     assert containers.served_files(master) == in_use.files and greedy(master) == in_use.answer
-    had = int(containers.checked_sh(master, f"find {MODELS}/.incoming -type f -printf '%s\\n' | awk '{{s += $1}} END {{print s + 0}}'"))
+    had = landed_bytes(master)[1]
     before = host_sent(master)
 
     # the switch waits for a stream in flight (held by its paused worker) to end before it stops llama-server
