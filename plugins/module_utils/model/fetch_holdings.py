@@ -47,12 +47,7 @@ class FetchHoldings:
         if started is None:
             if self.check:
                 return None
-            with open(start_path + ".tmp", "w") as handle:
-                json.dump({"path": path, "identity": identity(path), "at": time.time()}, handle)
-            os.replace(start_path + ".tmp", start_path)
-            if os.path.exists(start_path + ".run"):
-                os.unlink(start_path + ".run")
-            problem = sha256_job.start(self.module, path, start_path + ".run")
+            problem = self.start_hash(path, {"identity": identity(path)})
             if problem:
                 raise Refused("cannot start hashing %s: %s" % (path, problem))
             part["hashed"] = 0
@@ -77,13 +72,20 @@ class FetchHoldings:
                 return  # started, its first report to come
             if report is not None and (report["running"] or report.get("identity") == identity(partial)):
                 return  # under way, or done with the file as it is
+        lease = "%s:%d" % (self.params["lease_file"], self.params["lease_seconds"]) if self.params["lease_file"] else ""
+        self.start_hash(partial, {"follows": os.stat(partial).st_ino}, fetch_ranges.record_path(partial), lease)
+
+    def start_hash(self, path, about, ranges_record=None, lease=""):
+        """Starts the hashing process of path (sha256_job), its start recorded with what it is about (the file's
+        identity, or the inode of the download it follows); the report of an earlier one goes. Returns an error text,
+        or None."""
+        start_path = self.hash_report_path(path)
         with open(start_path + ".tmp", "w") as handle:
-            json.dump({"path": partial, "follows": os.stat(partial).st_ino, "at": time.time()}, handle)
+            json.dump(dict(about, path=path, at=time.time()), handle)
         os.replace(start_path + ".tmp", start_path)
         if os.path.exists(start_path + ".run"):
             os.unlink(start_path + ".run")
-        lease = "%s:%d" % (self.params["lease_file"], self.params["lease_seconds"]) if self.params["lease_file"] else ""
-        sha256_job.start(self.module, partial, start_path + ".run", fetch_ranges.record_path(partial), lease)
+        return sha256_job.start(self.module, path, start_path + ".run", ranges_record, lease)
 
     def verify(self, part, path):
         """Hashes path against the part's sha256: None while hashing, True when it matches, else the sha256 it has."""

@@ -8,6 +8,7 @@ source that does not comes over one. A part of model_fetch (plugins/modules/mode
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -136,21 +137,12 @@ class FetchTransfer:
                                           "start" % faults[0])
 
     def begin_ranges(self, part, partial, total, began):
-        try:
+        with self.full_disk_named(part, lambda: 0):
             return fetch_ranges.begin(partial, total, began, self.params["connections"])
-        except OSError as error:
-            if error.errno == errno.ENOSPC:
-                raise Refused(self.disk_full(part, 0))
-            raise
 
     def save_ranges(self, part, partial, state):
-        with self.lock:
-            try:
-                fetch_ranges.save(partial, state)
-            except OSError as error:
-                if error.errno == errno.ENOSPC:
-                    raise Refused(self.disk_full(part, fetch_ranges.landed(state)))
-                raise
+        with self.lock, self.full_disk_named(part, lambda: fetch_ranges.landed(state)):
+            fetch_ranges.save(partial, state)
 
     def range_worker(self, part, descriptor, state, todo, halt, faults):
         """One connection: takes the next unfinished range, then half of the largest one another connection is still
@@ -192,7 +184,8 @@ class FetchTransfer:
                             break
                         with self.lock:  # the range may have been split meanwhile: it ends sooner
                             block = block[:max(0, span[1] + 1 - offset)]
-                        os.pwrite(descriptor, block, offset)
+                        with self.full_disk_named(part, lambda: fetch_ranges.landed(state)):
+                            os.pwrite(descriptor, block, offset)
                         offset += len(block)
                         with self.lock:
                             span[2] += len(block)
@@ -215,9 +208,17 @@ class FetchTransfer:
             except (Refused, fetch_ranges.NoRanges, fetch_ranges.SourceChanged):
                 raise
             except (OSError, ValueError) as error:
-                if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-                    raise Refused(self.disk_full(part, fetch_ranges.landed(state)))
                 self.failed_attempt(part, str(getattr(error, "reason", error)), key, halt)
+
+    @contextlib.contextmanager
+    def full_disk_named(self, part, landed):
+        """A full disk within the block is Refused, naming where to free space and the bytes kept (landed())."""
+        try:
+            yield
+        except OSError as error:
+            if error.errno == errno.ENOSPC:
+                raise Refused(self.disk_full(part, landed()))
+            raise
 
     def disk_full(self, part, have):
         return ("no space left in %s while part %d (%s) was fetched: something else filled the disk. The %.2f GB fetched "
