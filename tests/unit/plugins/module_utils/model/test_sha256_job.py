@@ -32,6 +32,12 @@ def wait_for(out, seconds=30):
     raise AssertionError("the job reported no result in %d s: %r" % (seconds, sha256_job.poll(out)))
 
 
+def save_record(record, prefix, total):
+    """Replaces the ranges' record whole, as fetch_ranges.save does: a job reading it never sees it half written."""
+    record.with_suffix(".tmp").write_text(json.dumps({"prefix": prefix, "total": total}))
+    os.replace(record.with_suffix(".tmp"), record)
+
+
 def test_a_detached_job_hashes_the_whole_file(tmp_path):
     part = tmp_path / "part.gguf"
     part.write_bytes(os.urandom(3 * sha256_job.BLOCK + 17))  # more than one block, and a short last one
@@ -68,16 +74,16 @@ def test_a_hash_follows_a_download_as_its_bytes_land_from_the_start_on(tmp_path)
     part, record, out = tmp_path / "part.gguf.partial", tmp_path / "part.gguf.partial.ranges", tmp_path / "hash.json"
     with open(part, "wb") as handle:
         handle.truncate(len(data))  # a ranged download's file: its full size, zeros where nothing landed yet
-    record.write_text(json.dumps({"prefix": 0, "total": len(data)}))
+    save_record(record, 0, len(data))
     assert sha256_job.start(Runner(), str(part), str(out), str(record)) is None
     for landed in (sha256_job.BLOCK + 5, 2 * sha256_job.BLOCK, len(data)):
         with open(part, "r+b") as handle:
             handle.write(data[:landed])
         time.sleep(0.3)
         assert (sha256_job.poll(str(out)) or {}).get("running", True), sha256_job.poll(str(out))
-        record.write_text(json.dumps({"prefix": landed, "total": len(data)}))
+        save_record(record, landed, len(data))
     state = wait_for(str(out))
-    assert state["sha256"] == hashlib.sha256(data).hexdigest() and state["done"] == len(data)
+    assert state.get("sha256") == hashlib.sha256(data).hexdigest() and state["done"] == len(data), state
     seen = part.stat()
     assert state["identity"] == [seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns]
 
@@ -91,7 +97,7 @@ def test_a_hash_follows_a_download_as_its_bytes_land_from_the_start_on(tmp_path)
 def test_a_hash_that_follows_stops_when_its_download_does(tmp_path, fault, error):
     part, record, out = tmp_path / "part.partial", tmp_path / "part.partial.ranges", str(tmp_path / "hash.json")
     part.write_bytes(os.urandom(1 << 20))
-    record.write_text(json.dumps({"prefix": 1 << 19, "total": 1 << 20}))
+    save_record(record, 1 << 19, 1 << 20)
     lease = tmp_path / "lease"
     lease.touch()
     os.utime(lease, (time.time() - (60 if fault == "given up" else 0),) * 2)  # its run's controller gone a minute
@@ -100,7 +106,7 @@ def test_a_hash_that_follows_stops_when_its_download_does(tmp_path, fault, error
     follower.start()
     time.sleep(0.5)
     if fault == "started again":
-        record.write_text(json.dumps({"prefix": 0, "total": 1 << 20}))
+        save_record(record, 0, 1 << 20)
     elif fault == "record gone":
         record.unlink()
     follower.join(10)
