@@ -8,16 +8,20 @@ warm with every page cache dropped (the master reads only what it keeps itself: 
 mixed (some cache files removed), with a stale record (the model replaced by hand by another of the same size under the
 same name, also with its modification time put back or removed and copied back with its times, the record written
 after: the record is refused, the new model's tokens come out), and with a record cut short or edited. A worker
-killed in the middle of a load is named, and the cache guard leaves no short file behind."""
+killed in the middle of a load is named, and the cache guard leaves no short file behind. A load that fails stops
+sending."""
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import gguf
 import pytest
 
 from tests.bench.load import Worker
@@ -251,3 +255,73 @@ def test_a_worker_killed_mid_load_is_named_and_leaves_no_short_cache_file(builds
         digest = subprocess.run([str(stock / "llama-rpc-cache"), "hash", str(path)], capture_output=True, text=True,
                                 check=True).stdout.split()[0]
         assert digest == path.name, f"{path.name} is in the cache with other bytes: a load would trust it"
+
+
+class SlowLink:
+    """A TCP relay on loopback to one port that passes the master's bytes at `rate` bytes per second (a slow link) and
+    counts them: what a worker received, whether or not it kept it."""
+
+    def __init__(self, port, rate):
+        self.port, self.rate, self.forwarded = port, rate, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = "127.0.0.1:%d" % self.listener.getsockname()[1]
+
+    def __enter__(self):
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.listener.close()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _address = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.port))
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, source, sink, paced):
+        started = time.monotonic()
+        try:
+            for chunk in iter(lambda: source.recv(1 << 16), b""):
+                sink.sendall(chunk)
+                if paced:
+                    self.forwarded += len(chunk)
+                    time.sleep(max(0.0, started + self.forwarded / self.rate - time.monotonic()))
+        except OSError:
+            pass
+        for end in (source, sink):  # shut down, not only closed: the other direction's thread still reads it
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            end.close()
+
+
+def test_a_load_that_fails_stops_sending_the_rest_of_the_model(builds, tmp_path):
+    """--check-tensors finds a NaN in the model's last weight after the loader has handed every weight to its lane: the
+    load fails with its error (the lanes ended before the model's buffers were freed: they wrote to freed memory, a
+    crash, before), the lanes drop what they have not begun (the log counts it), and the worker receives a small part
+    of its share, where a lane that went on would send all of it over the slow link."""
+    _stock, patched = builds
+    model_path = new_model(tmp_path / "model" / "model.gguf", **SHAPE)
+    last = gguf.GGUFReader(model_path).tensors[-1]
+    with open(model_path, "r+b") as model:
+        model.seek(last.data_offset)
+        model.write(b"\x00\x00\xc0\x7f")  # a float32 NaN as its first value
+    share = model_path.stat().st_size  # every layer on the one worker: nearly all of the file
+    with Worker(patched, tmp_path / "w") as worker, SlowLink(worker.port, 40 << 20) as link:
+        started = time.monotonic()
+        done = subprocess.run(llama_cpp.greedy_command(patched, model_path, PROMPT, TOKENS,
+                                                       f"--rpc {link.endpoint} -ngl 999 -t 1 -lv 4 --check-tensors"),
+                              shell=True, capture_output=True, text=True, timeout=300, check=False)
+        seconds = time.monotonic() - started
+    print("a failed load sent %d of its %d bytes over the slow link and ended in %.1f s (the whole share: %.1f s)"
+          % (link.forwarded, share, seconds, share / (40 << 20)))
+    # an error, not a crash: the lanes end before the model's buffers they write to are freed
+    assert done.returncode == 1 and "invalid data" in done.stderr, (done.returncode, done.stderr[-3000:])
+    assert "the load stopped:" in done.stderr and "weights left unsent" in done.stderr, done.stderr[-3000:]
+    assert link.forwarded < share / 3, (link.forwarded, share)
