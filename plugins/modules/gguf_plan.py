@@ -117,6 +117,8 @@ options:
         TCP flow) in bytes per second, C(master_cached_bytes) the part of the model in the master's page cache;
         C(hash_threads) and C(known_hashes) what the master's build changes in the load (llama_build_patches
         C(rpc_hash_ahead), C(rpc_known_hashes)).
+      - With C(known_hashes) true the plan also counts, in the master's need while it loads, one message (a copy of a
+        weight) per worker at once, as that build's load sends them; else one at a time.
       - Omitted, no prediction is made.
     type: dict
 attributes:
@@ -189,7 +191,9 @@ plan:
     master:
       description:
         - The same for the master, whose weights are llama.cpp's projected figure (it repacks some types for the CPU;
-          C(weights_estimate_bytes) the collection's own) and whose need counts O(master_reserved_bytes).
+          C(weights_estimate_bytes) the collection's own) and whose need counts O(master_reserved_bytes). Its need is
+          also at least its weights and C(sending_bytes), the messages (each a copy of a worker's largest weight) it
+          holds at once while it loads.
       type: dict
     need_bytes:
       description: The cluster's total need.
@@ -399,7 +403,7 @@ def main():
                 else:
                     result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],
                                   params["slots"], projector=projector, master_reserved=reserved,
-                                  reserved_what=reserved_what)
+                                  reserved_what=reserved_what, parallel_sends=load_time.known_hashes(params["load_figures"]))
                 if draft:
                     result["draft"] = draft
         except llama_fit.ProjectionError as error:

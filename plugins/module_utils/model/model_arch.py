@@ -132,19 +132,23 @@ def shape(model):
             v_width = 0 if mla else (head_v_swa if swa[il] else head_v) * kv_heads[il]
             kv.append({"k": k_width, "v": v_width, "swa": swa[il]})
 
-    layer_bytes = [0] * layers
+    layer_bytes, layer_largest = [0] * layers, [0] * layers
     other = {}
     for tensor in model["tensors"]:
         match = _LAYER.match(tensor["name"])
-        if match and int(match.group(1)) < layers:
-            if int(match.group(1)) < trunk:  # MTP layers' tensors are not loaded
-                layer_bytes[int(match.group(1))] += tensor["bytes"]
+        layer = int(match.group(1)) if match else layers
+        if layer < layers:
+            if layer < trunk:  # MTP layers' tensors are not loaded
+                layer_bytes[layer] += tensor["bytes"]
+                layer_largest[layer] = max(layer_largest[layer], tensor["bytes"])
         else:
             other[tensor["name"]] = tensor["bytes"]
     tokens = metadata.get("tokenizer.ggml.tokens")
     vocab = tokens["array_length"] if isinstance(tokens, dict) else len(tokens or [])
     input_bytes = sum(size for name, size in other.items() if name.startswith("token_embd."))
     tied = "output.weight" not in other
+    tied_copy = other.get("token_embd.weight", 0) if tied else 0
+    output_sizes = [size for name, size in other.items() if not name.startswith("token_embd.")]
     return {
         "architecture": arch,
         "modelled": family is not None,
@@ -162,13 +166,17 @@ def shape(model):
         "sliding_window": window if any(swa) else 0,
         "vocab_size": vocab,
         "layer_bytes": layer_bytes,
+        # the largest weight of each layer, and of the output layer: the master sends a worker one weight in one message,
+        # a copy of its bytes, at a time
+        "layer_largest_bytes": layer_largest,
         "kv": kv,
         # token_embd stays on the master; the output layer's tensors go with the last offloaded "layer"; with tied
         # embeddings, a copy of token_embd too (tied_copy_bytes)
         "input_bytes": input_bytes,
-        "output_bytes": sum(size for name, size in other.items() if not name.startswith("token_embd.")),
+        "output_bytes": sum(output_sizes),
         "tied_output": tied,
-        "tied_copy_bytes": next((size for name, size in other.items() if name == "token_embd.weight"), 0) if tied else 0,
+        "tied_copy_bytes": tied_copy,
+        "output_largest_bytes": max(output_sizes + [tied_copy]),
         "weights_bytes": sum(tensor["bytes"] for tensor in model["tensors"]),
         "loaded_bytes": sum(layer_bytes) + sum(other.values()),
         "tensor_count": len(model["tensors"]),

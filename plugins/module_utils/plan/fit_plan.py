@@ -95,11 +95,12 @@ class Planner:
     """Evaluates choices (slots, -ngl) for one model and cluster; with a projector, through llama.cpp."""
 
     def __init__(self, shape, context, ubatch, workers, master, fraction, projector=None, master_reserved=0,
-                 reserved_what=PROMPT_CACHE):
+                 reserved_what=PROMPT_CACHE, parallel_sends=False):
         """context: tokens per slot; workers: [{"endpoint", "free", "total"}] (bytes, from rpc_probe); master: {"free",
         "total"}; projector(endpoints, gpu_layers, tensor_split, context, slots) -> llama_fit.parse()'s dict;
         master_reserved: bytes the master holds beside the model (llama-server's prompt cache, a draft model), which
-        reserved_what names in a refusal."""
+        reserved_what names in a refusal; parallel_sends: the master's build sends every worker its weights at once
+        (rpc_known_hashes' lanes), so it holds a message, a copy of a weight, for each of them while it loads."""
         if not shape["modelled"] and projector is None:
             raise PlanError(
                 "the collection does not model the caches of architecture %r (it models %s), and planning it as a LLaMA "
@@ -108,7 +109,7 @@ class Planner:
                 "or use a model of a modelled architecture." % (shape["architecture"], ", ".join(sorted(model_arch.FAMILIES))))
         self.shape, self.context, self.ubatch = shape, context, ubatch
         self.fraction, self.projector, self.master_reserved = fraction, projector, master_reserved
-        self.reserved_what = reserved_what
+        self.reserved_what, self.parallel_sends = reserved_what, parallel_sends
         self.workers = [dict(worker, usable=usable_bytes(worker["free"], worker["total"], fraction)) for worker in workers]
         self.master = dict(master, usable=usable_bytes(master["free"], master["total"], fraction))
         self.projections = 0
@@ -162,10 +163,33 @@ class Planner:
                     self._check_weights(node, figures["model"], gpu_layers)
                 node["kv"], node["compute"], node["source"] = figures["context"], figures["compute"], "llama.cpp"
         master["reserved"] = self.master_reserved
+        master["sending"] = self._sending(nodes, layer_nodes, output_node)
         for node in nodes + [master]:
             node["need"] = node["weights"] + node["kv"] + node["compute"] + node.get("reserved", 0)
+        # while it loads, the master holds the message of the weight it is sending (a copy of its bytes) and none of its
+        # caches, compute buffers, prompt cache or draft yet: its need is the larger of the two moments
+        master["need"] = max(master["need"], master["weights"] + master["sending"])
+        for node in nodes + [master]:
             node["fits"] = node["need"] <= node["usable"]
         return nodes, master
+
+    def _sending_said(self, master):
+        """The load's moment in a refusal, when it is the master's larger need."""
+        if master["need"] != master["weights"] + master["sending"] or not master["sending"]:
+            return ""
+        return "; while it loads, the master's messages to %s hold %s" % (
+            "every worker at once" if self.parallel_sends else "a worker", human(master["sending"]))
+
+    def _sending(self, nodes, layer_nodes, output_node):
+        """Bytes of the messages the master holds at once while it loads: a worker's largest weight, one worker at a
+        time (stock's set_tensor) or every worker's at once (parallel_sends)."""
+        largest = [0] * len(nodes)
+        for layer, index in enumerate(layer_nodes):
+            if index >= 0:
+                largest[index] = max(largest[index], self.shape["layer_largest_bytes"][layer])
+        if output_node >= 0:
+            largest[output_node] = max(largest[output_node], self.shape["output_largest_bytes"])
+        return sum(largest) if self.parallel_sends else max(largest, default=0)
 
     def _check_weights(self, node, projected, gpu_layers):
         """The staging sends each worker the tensors model_arch places there: refuse a model where llama.cpp places
@@ -219,12 +243,13 @@ class Planner:
         usable = sum(worker["usable"] for worker in self.workers) + self.master["usable"]
         raise PlanError(
             "the model does not fit, even with one slot: it needs about %s (weights %s, caches %s for a context of %d "
-            "tokens, compute buffers %s%s) and the cluster can give %s (%s; each node at most %d%% of its RAM and no "
+            "tokens, compute buffers %s%s%s) and the cluster can give %s (%s; each node at most %d%% of its RAM and no "
             "more than is free). Add workers or larger instances, lower the context size, or use a smaller (more "
             "quantised) model." % (
                 human(need), human(self.shape["loaded_bytes"]), human(sum(node["kv"] for node in nodes) + master["kv"]),
                 self.context, human(sum(node["compute"] for node in nodes) + master["compute"]),
                 (", %s %s" % (self.reserved_what, human(self.master_reserved))) if self.master_reserved else "",
+                self._sending_said(master),
                 human(usable), ", ".join(["%s %s" % (worker["endpoint"], human(worker["usable"])) for worker in self.workers]
                                          + ["master %s" % human(self.master["usable"])]),
                 round(self.fraction * 100)))
@@ -280,6 +305,8 @@ class Planner:
                 described["weights_estimate_bytes"] = node["weights_estimate"]
             if node.get("reserved"):
                 described["reserved_bytes"] = node["reserved"]
+            if node.get("sending"):
+                described["sending_bytes"] = node["sending"]
             return described
 
         return {
@@ -299,9 +326,10 @@ class Planner:
 
 
 def plan(shape, context, ubatch, workers, master, fraction, slots=1, projector=None, master_reserved=0,
-         reserved_what=PROMPT_CACHE):
+         reserved_what=PROMPT_CACHE, parallel_sends=False):
     """The plan for the most slots, then the most layers on the workers, that fits; or PlanError with the numbers."""
-    return Planner(shape, context, ubatch, workers, master, fraction, projector, master_reserved, reserved_what).plan(slots)
+    return Planner(shape, context, ubatch, workers, master, fraction, projector, master_reserved, reserved_what,
+                   parallel_sends).plan(slots)
 
 
 def tensor_plan(shape, bounds, context, workers, master, fraction, slots=1, projector=None, master_reserved=0,

@@ -248,6 +248,11 @@ def _known_hashes(model_bytes, hashed_bytes, workers, share, master, network_rat
             "bytes_sent": int(unhashed if hit else model_bytes)}
 
 
+def known_hashes(figures):
+    """Whether load figures (gguf_plan's load_figures) say the master's build is rpc_known_hashes'."""
+    return str((figures or {}).get("known_hashes")).lower() in ("true", "1")
+
+
 def for_plan(header, plan, tensors_by_worker, figures, state):
     """predict() for a gguf_plan plan: the bytes and tensors each worker receives, from the model's header.
 
@@ -266,4 +271,4 @@ def for_plan(header, plan, tensors_by_worker, figures, state):
     master = {"disk_read": figures["master_disk_read"], "cached_bytes": figures.get("master_cached_bytes", 0)}
     return predict(model_bytes, hashed, sent_tensors, workers, master, figures["network_rate"], state,
                    master_bytes=plan["master"]["weights_bytes"], hash_threads=int(figures.get("hash_threads") or 1),
-                   known_hashes=str(figures.get("known_hashes")).lower() in ("true", "1"))
+                   known_hashes=known_hashes(figures))

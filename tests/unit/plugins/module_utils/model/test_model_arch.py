@@ -93,6 +93,10 @@ def test_a_tied_output_is_a_copy_of_the_embeddings_on_the_last_worker(real):
     shape = model_arch.shape(gemma)
     embeddings = next(tensor["bytes"] for tensor in gemma["tensors"] if tensor["name"] == "token_embd.weight")
     assert shape["tied_output"] and shape["tied_copy_bytes"] == embeddings and shape["output_bytes"] == 5376 * 4
+    # the largest weight the last worker receives is that copy (one message of the load); each layer's, its own
+    assert shape["output_largest_bytes"] == embeddings
+    assert shape["layer_largest_bytes"][0] == max(tensor["bytes"] for tensor in gemma["tensors"]
+                                                  if tensor["name"].startswith("blk.0."))
     nodes, master = planner(shape).evaluate(1, 999)
     assert nodes[1]["output"] and master["weights"] == embeddings  # the master keeps the input layer
     assert nodes[1]["weights"] == sum(shape["layer_bytes"][layer] for layer in nodes[1]["layers"]) + embeddings + 5376 * 4

@@ -118,6 +118,30 @@ def test_what_the_master_holds_beside_the_model_is_counted_and_named(huge, tiny)
         fit_plan.plan(small, 512, 512, workers(20), {"free": 20 * GIB, "total": 24 * GIB}, 0.75, master_reserved=19 * GIB)
 
 
+def test_the_master_holds_a_message_per_worker_while_a_known_hashes_load_sends(huge):
+    """A load sends a worker one weight at a time, in a message that is a copy of its bytes: a stock master holds one
+    such message, the known-hashes build's lanes one per worker at once. The master's need is the larger of the load's
+    moment (its weights and the messages) and the serving one; a master with room for one message and not for twenty
+    is refused by name when its build sends them at once."""
+    shape = shape_of(huge)
+    largest = max(shape["layer_largest_bytes"] + [shape["output_largest_bytes"]])
+    assert largest == 8192 * 28672 * 4  # a feed-forward matrix in F32
+    cluster, roomy = workers(*[20] * 20), {"free": 20 * GIB, "total": 24 * GIB}
+    stock = fit_plan.plan(shape, 1024, 512, cluster, roomy, 0.75)
+    lanes = fit_plan.plan(shape, 1024, 512, cluster, roomy, 0.75, parallel_sends=True)
+    assert stock["master"]["sending_bytes"] == largest and lanes["master"]["sending_bytes"] == 20 * largest
+    for planned in (stock, lanes):
+        master = planned["master"]
+        assert master["need_bytes"] == max(master["weights_bytes"] + master["kv_bytes"] + master["compute_bytes"],
+                                           master["weights_bytes"] + master["sending_bytes"])
+    assert lanes["master"]["need_bytes"] > 17 * GIB > stock["master"]["need_bytes"]
+    small = {"free": 4 * GIB, "total": 24 * GIB}
+    assert fit_plan.plan(shape, 1024, 512, cluster, small, 0.75)["master"]["need_bytes"] < 4 * GIB
+    with pytest.raises(fit_plan.PlanError) as error:
+        fit_plan.plan(shape, 1024, 512, cluster, small, 0.75, parallel_sends=True)
+    assert "while it loads, the master's messages to every worker at once hold 17.50 GiB" in str(error.value)
+
+
 # Tensor mode's plan (fit_plan.tensor_plan, tensor_split.worker_bounds, llama_fit.parse_tensor): llama.cpp's projection
 # with --split-mode tensor read as it prints it (one Meta device for every worker), each worker's share bounded from the
 # model's header. What each worker really allocates is tests/integration/test_tensor_parallel.py's.
