@@ -94,28 +94,41 @@ class Server:
 # The AWS prediction's sourced inputs (docs/performance.md cites each): the README's Llama 3.1 70B Q4_0 (37.2 GiB) at
 # 1.75 tokens/s on its three Graviton instances (the project's own figure for that cluster, issue 76), a Llama 3.2 1B draft
 # (1.24 B weights, from its config.json) in Q4_0 (18 bytes per 32 weights, ggml's block_q4_0), and the acceptance
-# lengths published for draft pairs in llama.cpp's own threads.
+# lengths published for draft pairs in llama.cpp's own threads and for EAGLE-3 on Llama 3.3 70B.
 AWS_TOKENS_PER_SECOND = 1.75
 AWS_MODEL_BYTES = 37.2 * 2**30
-AWS_DRAFT_BYTES = 1.24e9 * 18 / 32
+Q4_0 = 18 / 32  # bytes a weight
+AWS_DRAFT_BYTES = 1.24e9 * Q4_0
+# An EAGLE-3 head for the 70B (the EAGLE-3 paper, arXiv 2503.01840): one decoder layer of the 70B's own width (one of
+# its 80, Llama 3.3 70B's config.json), the fusion of three of its hidden states (3 x 8192 -> 8192) and a head over at
+# most its 128,256-token vocabulary; in Q4_0, an upper bound (its released heads use a smaller draft vocabulary).
+AWS_EAGLE3_BYTES = AWS_MODEL_BYTES / 80 + (3 * 8192 * 8192 + 128256 * 8192) * Q4_0
+# A chain of DRAFT_MAX drafted tokens accepts at most DRAFT_MAX + 1 a step: EAGLE-3's published 5.88 (a tree of 64
+# drafts on MT-bench: the paper's Table 1, sglang #4716) is above it, so the chain's ceiling stands for it.
 AWS_CASES = [
-    ("Llama 3.2 1B draft, L = 4.58 (Llama 3.1 8B + 3.2 1B, llama.cpp #5877)", 4.58, True),
-    ("Llama 3.2 1B draft, L = 1.57 (Llama 2 70B + 7B, CPU, llama.cpp #2926)", 1.57, True),
-    ("ngram-mod on code edits, L = 1.59 (llama.cpp #22168)", 1.59, False),
+    ("Llama 3.2 1B draft, L = 4.58 (Llama 3.1 8B + 3.2 1B, llama.cpp #5877)", 4.58, AWS_DRAFT_BYTES),
+    ("Llama 3.2 1B draft, L = 1.57 (Llama 2 70B + 7B, CPU, llama.cpp #2926)", 1.57, AWS_DRAFT_BYTES),
+    ("ngram-mod on code edits, L = 1.59 (llama.cpp #22168)", 1.59, 0),
+    ("EAGLE-3 head, L = %d (its 5.88 on MT-bench, arXiv 2503.01840, above a %d-token chain's ceiling)"
+     % (DRAFT_MAX + 1, DRAFT_MAX), min(5.88, DRAFT_MAX + 1), AWS_EAGLE3_BYTES),
+    ("EAGLE-3 head, L = 2.42 (Llama 3.3 70B, one prompt without MT-bench's system prompt, sglang #4716)", 2.42,
+     AWS_EAGLE3_BYTES),
 ]
 
 
 def aws_prediction(step_ratio, draft_max=DRAFT_MAX):
     """Tokens/s of the README's 70B with speculation: a step verifies draft_max + 1 tokens at step_ratio times one
     token's step (measured here), plus draft_max draft tokens read at the rate the cluster's own step reads its weights
-    (each node reads its share in turn: the whole model in one step's time, a lower bound on the master's rate)."""
+    (each node reads its share in turn: the whole model in one step's time, a lower bound on the master's rate).
+    Returns ({case: seconds a drafted token}, rows)."""
     step = 1 / AWS_TOKENS_PER_SECOND
-    draft_token = AWS_DRAFT_BYTES / (AWS_MODEL_BYTES / step)
-    rows = []
-    for name, length, with_draft in AWS_CASES:
-        seconds = step * step_ratio + (draft_max * draft_token if with_draft else 0)
+    read_rate = AWS_MODEL_BYTES / step
+    rows, draft_seconds = [], {}
+    for name, length, draft_bytes in AWS_CASES:
+        draft_seconds[name] = draft_bytes / read_rate
+        seconds = step * step_ratio + draft_max * draft_seconds[name]
         rows.append((name, length, length / seconds, length / seconds / AWS_TOKENS_PER_SECOND))
-    return draft_token, rows
+    return draft_seconds, rows
 
 
 def chart(rows, width=40):
@@ -200,12 +213,12 @@ def main():
     print(chart(rows))
     # a verification step's cost against one token's, through two workers: L tokens per step at gain x the tokens/s
     step_ratio = statistics.median(row["measured_length"] / row["gain"] for row in rows if row["workers"] == 2)
-    draft_token, predicted = aws_prediction(step_ratio)
+    draft_seconds, predicted = aws_prediction(step_ratio)
     print(f"\nA step that checks {DRAFT_MAX + 1} tokens costs {step_ratio:.2f}x one token's through two workers (measured "
-          f"here). Predicted for the README's 70B at {AWS_TOKENS_PER_SECOND} tokens/s, the draft {draft_token * 1000:.0f} "
-          f"ms a token on the master:")
+          f"here). Predicted for the README's 70B at {AWS_TOKENS_PER_SECOND} tokens/s, each draft's drafted token read on "
+          f"the master at the cluster's rate:")
     for name, length, tokens_per_second, gain in predicted:
-        print(f"  {name}: {tokens_per_second:.2f} tokens/s ({gain:.2f}x)")
+        print(f"  {name}: draft {draft_seconds[name] * 1000:.0f} ms a token, {tokens_per_second:.2f} tokens/s ({gain:.2f}x)")
     Path(args.out).write_text(json.dumps({"rows": rows, "clients": args.clients, "tokens": args.tokens,
                                           "step_ratio": step_ratio,
                                           "aws": [dict(zip(("case", "length", "tokens_per_second", "gain"), row))

@@ -191,7 +191,7 @@ def main():
         alone = aws_tensor_prediction(trips)
         print(f"  {trips:.2f} round trips a sum: {alone['tokens_per_second']:.2f} tokens/s ({alone['read'] * 1e3:.0f} ms "
               f"reading, {alone['sums'] * 1e3:.0f} ms summing a token; the layer split: {spec.AWS_TOKENS_PER_SECOND})")
-        for name, length, _with_draft in spec.AWS_CASES[:2]:
+        for name, length, _draft_bytes in spec.AWS_CASES[:2]:
             drafted = aws_tensor_prediction(trips, SPEC_STEP_RATIO, length)
             print(f"    with {name}: {drafted['tokens_per_second']:.2f} tokens/s")
     fastest = max(r["generation"] for r in rows)
