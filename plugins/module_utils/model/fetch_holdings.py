@@ -30,11 +30,7 @@ class FetchHoldings:
     def check_hash(self, part, path):
         """None while path is being hashed; else its sha256. Starts the hashing process when needed."""
         start_path = self.hash_report_path(path)
-        try:
-            with open(start_path) as handle:
-                started = json.load(handle)
-        except (OSError, ValueError):
-            started = None
+        started = self._load(os.path.basename(start_path)) or None
         report = sha256_job.poll(start_path + ".run")
         if started is not None and "follows" in started:
             # a hash that followed a ranged download holds for the file as it last read it, if it is that file still
