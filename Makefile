@@ -60,7 +60,7 @@ bench-build: ## Benchmark llama_build: compile CPU-seconds for 3 identical hosts
 bench-load: ## Benchmark the first load: the load-time model's constants, then loads of 1, 3, 6 GB cold/staged/warm beside its predictions
 	@bash tests/bench/run.sh tests.bench.load
 
-bench-start: ## Benchmark a stopped cluster's start: stock, hash-ahead and known-hashes masters, every page cache dropped, 1, 3, 6 GB beside the load-time model
+bench-start: ## Benchmark a stopped cluster's start: stock, hash-ahead and known-hashes masters, every page cache dropped or one side's held, 1, 3, 6 GB beside the load-time model
 	@bash tests/bench/run.sh tests.bench.start
 
 bench-spec: ## Benchmark speculative decoding through 0, 1, 2 workers: tokens/s at fixed acceptance lengths (--spec-synth-len), the gain against it, the round trip's share, 4 clients

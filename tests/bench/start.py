@@ -20,6 +20,7 @@ import argparse
 import json
 import mmap
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -89,6 +90,50 @@ def files_read_rate(paths):
     return dropped, once()
 
 
+# Which page caches a start finds empty: every one (a start after a stop), and each side's alone, which separates the
+# master's reads of the model from the workers' reads of their cache files when the prediction misses.
+CONDITIONS = {
+    "dropped": {"model": False, "caches": False},
+    "caches-held": {"model": False, "caches": True},
+    "model-held": {"model": True, "caches": False},
+}
+
+
+def held_and_dropped(model, caches, condition):
+    """The page caches as the condition has them: the held files read whole into it, the others dropped."""
+    subprocess.run(["sync"], check=True)
+    for paths, held in (([model], condition["model"]), (caches, condition["caches"])):
+        for path in paths:
+            if held:
+                subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+            else:
+                drop(path)
+
+
+_LANE = re.compile(r"ggml_backend_rpc_load_finish: RPC\[[^]]+\]: .* in ([0-9.]+) s")
+
+
+def lanes_seconds(log):
+    """The known-hashes build's own account of its weights' load: the slowest lane's seconds (None for other builds)."""
+    found = [float(seconds) for seconds in _LANE.findall(log)]
+    return max(found) if found else None
+
+
+def together_read_rate(model, worker_files):
+    """The disk's rate when the master's populate of the model and each worker's read of its cache files run at once,
+    as a known-hashes start reads them, every page cache dropped: all their bytes over the time the last one ends."""
+    subprocess.run(["sync"], check=True)
+    for path in [model] + [path for files in worker_files for path in files]:
+        drop(path)
+    readers = [subprocess.Popen(["cat"] + [str(path) for path in files], stdout=subprocess.DEVNULL)
+               for files in [[model]] + list(worker_files)]
+    began = time.monotonic()
+    for reader in readers:
+        reader.wait()
+    total = os.path.getsize(model) + sum(os.path.getsize(path) for files in worker_files for path in files)
+    return total / (time.monotonic() - began)
+
+
 def fixed_work():
     """The machine's speed now: the fixed piece of work make test times (fixed_work in tests/bed/lib.sh), CPU-seconds."""
     lib = Path(__file__).resolve().parents[1] / "bed" / "lib.sh"
@@ -115,6 +160,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-gb", default="1,3,6")
     parser.add_argument("--embd", type=int, default=4096)
+    parser.add_argument("--conditions", default=",".join(CONDITIONS),
+                        help="which page caches a start finds empty: " + ", ".join(CONDITIONS))
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-start-", dir=os.environ.get("LLAMA_RPC_BENCH_DIR", "/var/tmp")))
     tool, paths_tool = str(work / "llama-rpc-cache"), str(work / "worker-paths")
@@ -178,49 +225,67 @@ def main():
             print(f"{file_bytes / 1e9:5.2f} GB: the workers' cache files read {dropped_rate / 1e9:.2f} GB/s dropped, "
                   f"{cached_rate / 1e9:.2f} GB/s from the page cache: their disk {worker_disk / 1e9:.2f} GB/s", flush=True)
             shares = [sum(path.stat().st_size for path in worker.cache.iterdir()) for worker in workers]
+            together = statistics.median(together_read_rate(model, [list(worker.cache.iterdir()) for worker in workers])
+                                         for _round in range(2))
+            print(f"{file_bytes / 1e9:5.2f} GB: the model and both workers' cache files read at once: "
+                  f"{together / 1e9:.2f} GB/s together (one reader: {constants['disk_read_rate'] / 1e9:.2f})", flush=True)
             for name, (bin_dir, env, options) in masters.items():
-                for worker in workers:
-                    worker.wait_for_memory_back()
-                subprocess.run(["sync"], check=True)
-                for path in [model] + caches:
-                    drop(path)
-                reads_before = [proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] for worker in workers]
-                saved_before = sum(worker.saved() for worker in workers)
-                first_token, load_s, log = start(bin_dir, model, workers, env(record))
-                master_read = resident(model)
-                worker_read = sum(proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] - before
-                                  for worker, before in zip(workers, reads_before))
-                stored = sum(worker.saved() for worker in workers) - saved_before
-                spec = [{"bytes": model_bytes * share / max(sum(shares), 1), "memory": 0, "disk_read": worker_disk,
-                         "disk_write": worker_disk, "cache_in_memory": False} for share in shares]
-                predicted = load_time.predict(model_bytes, hashed, len(sent), spec,
-                                              {"disk_read": master_disk, "cached_bytes": 0},
-                                              constants["network_rate"], "staged", master_bytes=file_bytes - model_bytes,
-                                              shared_cores=cores, shared_disk_rate=constants["disk_read_rate"], **options)
-                row = {"model_gb": round(file_bytes / 1e9, 2), "master": name, "first_token_s": round(first_token, 2),
-                       "load_s": round(load_s, 2), "predicted_s": predicted["seconds"],
-                       "ratio": round(load_s / predicted["seconds"], 2), "bound": predicted["bound"],
-                       "master_read_gb": round(master_read / 1e9, 3), "master_own_gb": round((file_bytes - hashed) / 1e9, 3),
-                       "workers_read_gb": round(worker_read / 1e9, 2), "tensors_stored": stored,
-                       "record_used": "tensor hashes from the record" in log}
-                rows.append(row)
-                print(f"{row['model_gb']:5.2f} GB {name:13s}: first token {first_token:6.2f} s, load {load_s:6.2f} s, "
-                      f"predicted {predicted['seconds']:6.2f} s (x{row['ratio']:.2f}; {predicted['bound']}); the master "
-                      f"read {row['master_read_gb']} GB of the file (its own share {row['master_own_gb']} GB), the workers "
-                      f"{row['workers_read_gb']} GB; {stored} tensors stored", flush=True)
+                for condition_name in args.conditions.split(","):
+                    condition = CONDITIONS[condition_name]
+                    for worker in workers:
+                        worker.wait_for_memory_back()
+                    held_and_dropped(model, caches, condition)
+                    reads_before = [proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] for worker in workers]
+                    saved_before = sum(worker.saved() for worker in workers)
+                    first_token, load_s, log = start(bin_dir, model, workers, env(record))
+                    master_read = resident(model)
+                    worker_read = sum(proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] - before
+                                      for worker, before in zip(workers, reads_before))
+                    stored = sum(worker.saved() for worker in workers) - saved_before
+                    spec = [{"bytes": model_bytes * share / max(sum(shares), 1), "memory": 0, "disk_read": worker_disk,
+                             "disk_write": worker_disk, "cache_in_memory": condition["caches"]} for share in shares]
+                    predicted = load_time.predict(model_bytes, hashed, len(sent), spec,
+                                                  {"disk_read": master_disk,
+                                                   "cached_bytes": file_bytes if condition["model"] else 0},
+                                                  constants["network_rate"], "staged",
+                                                  master_bytes=file_bytes - model_bytes, shared_cores=cores,
+                                                  shared_disk_rate=together, **options)
+                    row = {"model_gb": round(file_bytes / 1e9, 2), "master": name, "condition": condition_name,
+                           "first_token_s": round(first_token, 2), "load_s": round(load_s, 2),
+                           "predicted_s": predicted["seconds"], "ratio": round(load_s / predicted["seconds"], 2),
+                           "bound": predicted["bound"], "parts": predicted["parts"],
+                           "master_read_gb": round(master_read / 1e9, 3),
+                           "master_own_gb": round((file_bytes - hashed) / 1e9, 3),
+                           "workers_read_gb": round(worker_read / 1e9, 2), "tensors_stored": stored,
+                           "record_used": "tensor hashes from the record" in log,
+                           # llama.cpp's load time runs to the end of its first pass through every weight (the
+                           # warmup); the prompt's pass after it, every weight in memory, costs about as much
+                           "first_pass_s": round(llama_log.perf(log).get("prompt_ms", 0) / 1000, 2),
+                           "lanes_s": lanes_seconds(log)}
+                    rows.append(row)
+                    print(f"{row['model_gb']:5.2f} GB {name:13s} {condition_name:12s}: first token {first_token:6.2f} s, "
+                          f"load {load_s:6.2f} s, predicted {predicted['seconds']:6.2f} s (x{row['ratio']:.2f}; "
+                          f"{predicted['bound']}; parts {predicted['parts']}); the master read "
+                          f"{row['master_read_gb']} GB of the file, the workers {row['workers_read_gb']} GB from their "
+                          f"disk; {stored} tensors stored; a pass through the weights {row['first_pass_s']} s; the "
+                          f"lanes {row['lanes_s']} s", flush=True)
         subprocess.run(["rm", "-rf", str(model.parent), str(work / "w1"), str(work / "w2")], check=True)
 
-    print("\n| Model | Master | Start to first token, and exit (s) | Load (s) | Load predicted (s) | Measured / predicted | "
-          "Master read of the file (GB) | Its own share (GB) |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| Model | Master | Page caches | Start to first token, and exit (s) | Load (s) | Load predicted (s) | "
+          "Measured / predicted | Master read of the file (GB) | Its own share (GB) |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['model_gb']} GB | {row['master']} | {row['first_token_s']} | {row['load_s']} | {row['predicted_s']} "
-              f"| {row['ratio']} | {row['master_read_gb']} | {row['master_own_gb']} |")
+        print(f"| {row['model_gb']} GB | {row['master']} | {row['condition']} | {row['first_token_s']} | {row['load_s']} "
+              f"| {row['predicted_s']} | {row['ratio']} | {row['master_read_gb']} | {row['master_own_gb']} |")
     within = [row for row in rows if 0.8 <= row["ratio"] <= 1.2]
     print(f"the machine: a fixed piece of work took {speed_before:.2f} CPU-s before, {fixed_work():.2f} after "
           "(0.29 to 0.32 at its best hour)")
     print(f"\n{len(within)} of {len(rows)} predictions within 20% of the measured load "
           f"(hash-ahead: GGML_RPC_LOAD_THREADS={cores}; the master and both workers on these {cores} cores and one disk)")
+    for condition in args.conditions.split(","):
+        ratios = [row["ratio"] for row in rows if row["condition"] == condition]
+        print(f"  {condition}: measured / predicted {min(ratios):.2f} to {max(ratios):.2f}, "
+              f"{sum(1 for ratio in ratios if 0.8 <= ratio <= 1.2)} of {len(ratios)} within 20%")
     (work / "bench-start.json").write_text(json.dumps({"constants": constants, "starts": rows}, indent=2))
     print(f"all figures: {work / 'bench-start.json'}")
 
