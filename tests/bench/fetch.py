@@ -5,7 +5,9 @@ S3 stream does; model_fetch (the module the role runs) fetches from it into a mo
 part's sha256. Two models of about 1 GB with random weights: one file (as the README's 70B is published) and a set of
 four parts fetched two at a time. For each, the time until the model is verified on the master with 1 connection per
 part and with --connections, the ratio, and what the cap allows: the cap times the connections at once, up to this
-machine's rates of writing and hashing (measured in the same run). Prints the table; asserts nothing.
+machine's rates of writing and hashing (measured in the same run); and the time to the master's first token from the
+fetched model (llama-completion, the master alone: a fetch stages no worker while it runs). Prints the table; asserts
+nothing.
 
     python -m tests.bench.fetch [--size-gb 1] [--cap-mb 20] [--connections 8]
 
@@ -43,8 +45,10 @@ def cpu_seconds(pid=None):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def fetch(base, first_part, work, connections, parallel):
-    """One fetch into a fresh models directory: (seconds until verified, the module's result)."""
+def fetch(base, first_part, work, connections, parallel, bin_dir):
+    """One fetch into a fresh models directory, then the master's first token from it (llama-completion, one token, the
+    master alone, its page cache as the fetch left it): (seconds until verified, until the first token, the module's
+    result)."""
     target = work / ("fetched-%d" % connections)
     shutil.rmtree(target, ignore_errors=True)
     model = model_source.parts(base + "/" + first_part, sha256sums=base + "/SHA256SUMS")
@@ -58,8 +62,11 @@ def fetch(base, first_part, work, connections, parallel):
     result = json.loads(output.getvalue())
     if not result.get("done"):
         raise RuntimeError("the fetch did not end verified: %s" % result.get("msg", result))
+    subprocess.run(llama_cpp.greedy_command(bin_dir, result["model_path"], "Hello", 1, "-t 2"), shell=True,
+                   capture_output=True, check=True, timeout=600)
+    first_token = time.monotonic() - began
     shutil.rmtree(target)
-    return seconds, result
+    return seconds, first_token, result
 
 
 def write_rate(work, size=512 << 20):
@@ -91,6 +98,8 @@ def main():
     parser.add_argument("--connections", type=int, default=8)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-fetch-", dir="/var/tmp"))
+    (work / "build").mkdir()
+    bin_dir = llama_cpp.role_build(work / "build")
     source = work / "published"
     source.mkdir()
     embd = 1024
@@ -113,15 +122,17 @@ def main():
         for label, first_part, files, parallel in (("one file", one.name, [one], 1),
                                                    ("%d parts, 2 at once" % len(parts), first.name, parts, 2)):
             size = sum(path.stat().st_size for path in files)
-            timed = {}
+            timed, first_token = {}, {}
             for connections in (1, args.connections):
                 before = cpu_seconds() + cpu_seconds(host.pid)
-                timed[connections], result = fetch(base, first_part, work, connections, parallel)
+                timed[connections], first_token[connections], result = fetch(base, first_part, work, connections,
+                                                                             parallel, bin_dir)
                 # the hashing processes detach themselves: their CPU is not counted here
                 busy = (cpu_seconds() + cpu_seconds(host.pid) - before) / (timed[connections] * os.cpu_count())
                 used = {part.get("connections", 1) for part in result["parts"]}
-                print("  %s, %d connection(s) per part: %.1f s (connections used: %s; the host and the fetch kept "
-                      "%.0f%% of the cores busy)" % (label, connections, timed[connections], sorted(used), 100 * busy),
+                print("  %s, %d connection(s) per part: verified in %.1f s, the master's first token at %.1f s "
+                      "(connections used: %s; the host and the fetch kept %.0f%% of the cores busy)"
+                      % (label, connections, timed[connections], first_token[connections], sorted(used), 100 * busy),
                       flush=True)
             # what the cap allows: every connection at its cap, the bytes written as they land, then hashed
             streams = min(parallel, len(files))
@@ -129,14 +140,14 @@ def main():
                        for connections in (1, args.connections)]
             ratio, allowed_ratio = timed[1] / timed[args.connections], allowed[0] / allowed[1]
             rows.append((label, size / 1e9, timed[1], timed[args.connections], ratio, allowed_ratio,
-                         ratio / allowed_ratio))
+                         ratio / allowed_ratio, first_token[1], first_token[args.connections]))
         print()
-        print("| model | GB | 1 connection, s | %d connections, s | ratio | the cap allows | share of it |"
-              % args.connections)
-        print("|---|---|---|---|---|---|---|")
-        for label, gigabytes, single, several, ratio, allowed_ratio, share in rows:
-            print("| %s | %.2f | %.1f | %.1f | %.2fx | %.2fx | %.0f%% |"
-                  % (label, gigabytes, single, several, ratio, allowed_ratio, 100 * share))
+        print("| model | GB | verified, 1 connection, s | %d connections, s | ratio | the cap allows | share of it | "
+              "first token, 1 connection, s | %d connections, s |" % (args.connections, args.connections))
+        print("|---|---|---|---|---|---|---|---|---|")
+        for label, gigabytes, single, several, ratio, allowed_ratio, share, token_single, token_several in rows:
+            print("| %s | %.2f | %.1f | %.1f | %.2fx | %.2fx | %.0f%% | %.1f | %.1f |"
+                  % (label, gigabytes, single, several, ratio, allowed_ratio, 100 * share, token_single, token_several))
     finally:
         host.terminate()
         host.wait()
