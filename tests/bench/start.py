@@ -119,6 +119,12 @@ def lanes_seconds(log):
     return max(found) if found else None
 
 
+def pages_reclaimed():
+    """Pages the kernel has reclaimed since boot (/proc/vmstat pgsteal_*): memory pressure during a start, if it grows."""
+    counts = (line.split() for line in Path("/proc/vmstat").read_text().splitlines())
+    return sum(int(value) for name, value in counts if name.startswith("pgsteal_"))
+
+
 def together_read_rate(model, worker_files):
     """The disk's rate when the master's populate of the model and each worker's read of its cache files run at once,
     as a known-hashes start reads them, every page cache dropped: all their bytes over the time the last one ends."""
@@ -236,8 +242,9 @@ def main():
                         worker.wait_for_memory_back()
                     held_and_dropped(model, caches, condition)
                     reads_before = [proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] for worker in workers]
-                    saved_before = sum(worker.saved() for worker in workers)
+                    saved_before, reclaimed_before = sum(worker.saved() for worker in workers), pages_reclaimed()
                     first_token, load_s, log = start(bin_dir, model, workers, env(record))
+                    reclaimed = pages_reclaimed() - reclaimed_before
                     master_read = resident(model)
                     worker_read = sum(proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] - before
                                       for worker, before in zip(workers, reads_before))
@@ -261,14 +268,14 @@ def main():
                            # llama.cpp's load time runs to the end of its first pass through every weight (the
                            # warmup); the prompt's pass after it, every weight in memory, costs about as much
                            "first_pass_s": round(llama_log.perf(log).get("prompt_ms", 0) / 1000, 2),
-                           "lanes_s": lanes_seconds(log)}
+                           "lanes_s": lanes_seconds(log), "pages_reclaimed": reclaimed}
                     rows.append(row)
                     print(f"{row['model_gb']:5.2f} GB {name:13s} {condition_name:12s}: first token {first_token:6.2f} s, "
                           f"load {load_s:6.2f} s, predicted {predicted['seconds']:6.2f} s (x{row['ratio']:.2f}; "
                           f"{predicted['bound']}; parts {predicted['parts']}); the master read "
                           f"{row['master_read_gb']} GB of the file, the workers {row['workers_read_gb']} GB from their "
                           f"disk; {stored} tensors stored; a pass through the weights {row['first_pass_s']} s; the "
-                          f"lanes {row['lanes_s']} s", flush=True)
+                          f"lanes {row['lanes_s']} s; {reclaimed} pages reclaimed by the kernel", flush=True)
         subprocess.run(["rm", "-rf", str(model.parent), str(work / "w1"), str(work / "w2")], check=True)
 
     print("\n| Model | Master | Page caches | Start to first token, and exit (s) | Load (s) | Load predicted (s) | "
