@@ -21,6 +21,7 @@ import json
 import mmap
 import os
 import re
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -30,8 +31,8 @@ from pathlib import Path
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import gguf
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.llama_cpp import llama_log, tensor_cache
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import load_time
-from tests.bench.load import TOOL_SOURCE, Worker, hash_rate, module, page_cache_rate, proc_numbers, raw_tcp_rate, \
-    worker_path_rate
+from tests.bench.load import TOOL_SOURCE, Worker, cpu_seconds, hash_rate, module, page_cache_rate, proc_numbers, \
+    raw_tcp_rate, worker_path_rate
 from tests.tools import llama_cpp, tiny_model
 from tests.tools.page_cache import drop, resident
 
@@ -125,6 +126,18 @@ def pages_reclaimed():
     return sum(int(value) for name, value in counts if name.startswith("pgsteal_"))
 
 
+def children_cpu_seconds():
+    """CPU-seconds used by the waited-for children so far (the masters this bench ran)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def preempted(pid):
+    """Times the kernel took the core from a process's serving thread while it could still run (its involuntary
+    context switches): it counts how often a worker waited for a core that another process held."""
+    return proc_numbers(f"/proc/{pid}/status")["nonvoluntary_ctxt_switches"]
+
+
 def together_read_rate(model, worker_files):
     """The disk's rate when the master's populate of the model and each worker's read of its cache files run at once,
     as a known-hashes start reads them, every page cache dropped: all their bytes over the time the last one ends."""
@@ -138,6 +151,23 @@ def together_read_rate(model, worker_files):
         reader.wait()
     total = os.path.getsize(model) + sum(os.path.getsize(path) for files in worker_files for path in files)
     return total / (time.monotonic() - began)
+
+
+def solo_hit_rate(stock, known_master, model, record, hashed, work):
+    """A real worker's cache hits over RPC, alone on this machine: bytes per second of the known-hashes lane that fills
+    one worker holding the whole model, its cache files in its page cache (median of 2, after a load that fills it).
+    The workers' CPU here matches the load's time: the rate is their work, not a wait."""
+    with Worker(stock, work / "solo") as worker:
+        start(stock, model, [worker], {})
+        caches = list(worker.cache.iterdir())
+        rates = []
+        for _round in range(2):
+            worker.wait_for_memory_back()
+            held_and_dropped(model, caches, {"model": False, "caches": True})
+            _first_token, _load_s, log = start(known_master, model, [worker], {"GGML_RPC_HASH_RECORD": str(record)})
+            rates.append(hashed / lanes_seconds(log))
+    subprocess.run(["rm", "-rf", str(work / "solo")], check=True)
+    return statistics.median(rates)
 
 
 def fixed_work():
@@ -168,6 +198,8 @@ def main():
     parser.add_argument("--embd", type=int, default=4096)
     parser.add_argument("--conditions", default=",".join(CONDITIONS),
                         help="which page caches a start finds empty: " + ", ".join(CONDITIONS))
+    parser.add_argument("--masters", default="stock,hash-ahead,known-hashes",
+                        help="which masters start: stock, hash-ahead, known-hashes (the workers are stock)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-start-", dir=os.environ.get("LLAMA_RPC_BENCH_DIR", "/var/tmp")))
     tool, paths_tool = str(work / "llama-rpc-cache"), str(work / "worker-paths")
@@ -178,11 +210,13 @@ def main():
     for name in ("stock", "hash-ahead", "known-hashes"):
         (work / f"{name}-build").mkdir()
     stock = llama_cpp.role_build(work / "stock-build")
-    masters = {"stock": (stock, lambda record: {}, {}),
-               "hash-ahead": (llama_cpp.role_build(work / "hash-ahead-build", patches=["rpc_hash_ahead"]),
-                              lambda record: {"GGML_RPC_LOAD_THREADS": str(cores)}, {"hash_threads": cores}),
-               "known hashes": (llama_cpp.role_build(work / "known-hashes-build", patches=["rpc_known_hashes"]),
-                                lambda record: {"GGML_RPC_HASH_RECORD": str(record)}, {"known_hashes": True})}
+    builds = {"stock": lambda: (stock, lambda record: {}, {}),
+              "hash-ahead": lambda: (llama_cpp.role_build(work / "hash-ahead-build", patches=["rpc_hash_ahead"]),
+                                     lambda record: {"GGML_RPC_LOAD_THREADS": str(cores)}, {"hash_threads": cores}),
+              "known hashes": lambda: (llama_cpp.role_build(work / "known-hashes-build", patches=["rpc_known_hashes"]),
+                                       lambda record: {"GGML_RPC_HASH_RECORD": str(record)}, {"known_hashes": True})}
+    masters = {name: builds[name]() for name in builds if name.replace(" ", "-") in args.masters.split(",")}
+    known_master = masters["known hashes"][0] if "known hashes" in masters else None
 
     # the constants, measured in this run
     blob = work / "blob"
@@ -220,6 +254,14 @@ def main():
               f"{worker_disk / 1e9:.2f} GB/s, the master's populate from the disk {master_disk / 1e9:.2f} GB/s", flush=True)
         record = model.parent / f".{model.name}.tensors.json"
         module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(record)}, work)
+        # the real worker's hit, as the model takes it: one worker holding the whole model in its page-cached cache
+        # files, filled by the known-hashes master's one lane (its own account of the fill, the warmup pass left out)
+        rpc_hit = solo_hit_rate(stock, known_master, model, record, hashed, work) if known_master else None
+        if rpc_hit:
+            print(f"{file_bytes / 1e9:5.2f} GB: a worker's hit over RPC {rpc_hit / 1e9:.2f} GB/s, alone on this machine "
+                  f"(worker_paths.c's emulation of its work: {hit_at_size / 1e9:.2f} GB/s, x{hit_at_size / rpc_hit:.2f})",
+                  flush=True)
+            load_time.FIGURES["worker_hit_rate"] = (rpc_hit,) + load_time.FIGURES["worker_hit_rate"][1:]
         with Worker(stock, work / "w1") as first, Worker(stock, work / "w2") as second:
             workers = (first, second)
             start(stock, model, workers, {})  # the first (cold) load fills the workers' caches, as a first deploy does
@@ -243,8 +285,17 @@ def main():
                     held_and_dropped(model, caches, condition)
                     reads_before = [proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] for worker in workers]
                     saved_before, reclaimed_before = sum(worker.saved() for worker in workers), pages_reclaimed()
+                    cpu_before = [sum(cpu_seconds(worker.process.pid)) for worker in workers] + [children_cpu_seconds()]
+                    preempted_before = [preempted(worker.process.pid) for worker in workers]
                     first_token, load_s, log = start(bin_dir, model, workers, env(record))
                     reclaimed = pages_reclaimed() - reclaimed_before
+                    # where the start's CPU went: each worker's and the master's CPU-seconds, and each worker's own
+                    # work as worker_paths did it alone (its share over the hit rate): more CPU than that is work the
+                    # RPC path adds; less CPU than the load's time is waiting (for the master, or for a core)
+                    cpu = [after - before for after, before in zip(
+                        [sum(cpu_seconds(worker.process.pid)) for worker in workers] + [children_cpu_seconds()], cpu_before)]
+                    times_preempted = sum(preempted(worker.process.pid) - before
+                                          for worker, before in zip(workers, preempted_before))
                     master_read = resident(model)
                     worker_read = sum(proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] - before
                                       for worker, before in zip(workers, reads_before))
@@ -268,14 +319,19 @@ def main():
                            # llama.cpp's load time runs to the end of its first pass through every weight (the
                            # warmup); the prompt's pass after it, every weight in memory, costs about as much
                            "first_pass_s": round(llama_log.perf(log).get("prompt_ms", 0) / 1000, 2),
-                           "lanes_s": lanes_seconds(log), "pages_reclaimed": reclaimed}
+                           "lanes_s": lanes_seconds(log), "pages_reclaimed": reclaimed,
+                           "workers_cpu_s": [round(seconds, 2) for seconds in cpu[:-1]], "master_cpu_s": round(cpu[-1], 2),
+                           "workers_alone_s": [round(share / load_time.figure("worker_hit_rate"), 2) for share in shares],
+                           "workers_preempted": times_preempted}
                     rows.append(row)
                     print(f"{row['model_gb']:5.2f} GB {name:13s} {condition_name:12s}: first token {first_token:6.2f} s, "
                           f"load {load_s:6.2f} s, predicted {predicted['seconds']:6.2f} s (x{row['ratio']:.2f}; "
                           f"{predicted['bound']}; parts {predicted['parts']}); the master read "
                           f"{row['master_read_gb']} GB of the file, the workers {row['workers_read_gb']} GB from their "
                           f"disk; {stored} tensors stored; a pass through the weights {row['first_pass_s']} s; the "
-                          f"lanes {row['lanes_s']} s; {reclaimed} pages reclaimed by the kernel", flush=True)
+                          f"lanes {row['lanes_s']} s; {reclaimed} pages reclaimed by the kernel; CPU-s: workers "
+                          f"{row['workers_cpu_s']} (their fill alone {row['workers_alone_s']}), the master "
+                          f"{row['master_cpu_s']}; the workers preempted {times_preempted} times", flush=True)
         subprocess.run(["rm", "-rf", str(model.parent), str(work / "w1"), str(work / "w2")], check=True)
 
     print("\n| Model | Master | Page caches | Start to first token, and exit (s) | Load (s) | Load predicted (s) | "

@@ -21,6 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* std::vector::resize zeroes through memset; called through a pointer here, since gcc turns malloc and then memset into
+ * calloc, whose fresh pages need no zeroing pass, and would measure a hit a fifth faster than the worker runs it */
+static void *(*volatile zero_bytes)(void *, int, size_t) = memset;
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -54,7 +58,7 @@ int main(int argc, char **argv) {
         size_t size = total - offset < piece ? total - offset : piece;
         char *message = malloc(size);
         if (!message) { perror("malloc"); return 1; }
-        memset(message, 0, size);                                  /* std::vector::resize */
+        zero_bytes(message, 0, size);                              /* std::vector::resize */
         if (read_all(fd, message, size, (off_t)offset) != 0) {     /* the cache file's read, or recv */
             perror("read"); return 1;
         }
