@@ -4,6 +4,7 @@ Inputs are the published runs' hardware (sourced in the README) and this machine
 (load_time.FIGURES); nothing here is fitted to the published times."""
 
 import pytest
+
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.plan import load_time
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -181,6 +182,25 @@ def test_hash_ahead_on_shared_cores_is_bound_by_their_sum():
     assert shared["bound"] == "the cores the master and the workers share (2)"
     stock = load_time.predict(*args, "staged")
     assert stock["seconds"] > shared["seconds"] and "one after the other" in stock["bound"]
+
+
+def test_hash_ahead_reads_the_file_from_its_disk_before_the_workers_fill():
+    """The loader maps the file with MAP_POPULATE: what the master reads from its disk is read before the first tensor,
+    so with hash-ahead only the hashing runs beside the workers' fill (make bench-start). Each second of the disk's read
+    adds a second to the load, where the workers' longer fill used to hide it."""
+    hashed = 2e9
+    workers = [{"bytes": hashed, "memory": 24 * GIB, "disk_read": 1e9, "disk_write": 1e9, "cache_in_memory": True}]
+    args = (hashed, hashed, 64, workers)
+    on_disk = load_time.predict(*args, {"disk_read": 1e9, "cached_bytes": 0}, 5e9, "staged", hash_threads=32)
+    cached = load_time.predict(*args, {"disk_read": 1e9, "cached_bytes": hashed}, 5e9, "staged", hash_threads=32)
+    read = hashed / 1e9
+    assert on_disk["seconds"] == pytest.approx(cached["seconds"] + read, abs=0.15), (on_disk, cached)
+    # the workers' fill is the longer part: the read is not hidden behind it
+    assert cached["parts"]["workers"] > read
+    # stock sums its steps on a hit anyway: the same read adds the same
+    stock_disk = load_time.predict(*args, {"disk_read": 1e9, "cached_bytes": 0}, 5e9, "staged")
+    stock_cached = load_time.predict(*args, {"disk_read": 1e9, "cached_bytes": hashed}, 5e9, "staged")
+    assert stock_disk["seconds"] == pytest.approx(stock_cached["seconds"] + read, abs=0.15)
 
 
 def test_the_time_to_serve_again_after_a_stop_with_known_hashes():
