@@ -126,10 +126,10 @@ def pages_reclaimed():
     return sum(int(value) for name, value in counts if name.startswith("pgsteal_"))
 
 
-def children_cpu_seconds():
-    """CPU-seconds used by the waited-for children so far (the masters this bench ran)."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
+def cpu_now(workers):
+    """CPU-seconds used so far by each worker, then by the waited-for children (the masters this bench ran)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return [sum(cpu_seconds(worker.process.pid)) for worker in workers] + [children.ru_utime + children.ru_stime]
 
 
 def preempted(pid):
@@ -285,15 +285,14 @@ def main():
                     held_and_dropped(model, caches, condition)
                     reads_before = [proc_numbers(f"/proc/{worker.process.pid}/io")["read_bytes"] for worker in workers]
                     saved_before, reclaimed_before = sum(worker.saved() for worker in workers), pages_reclaimed()
-                    cpu_before = [sum(cpu_seconds(worker.process.pid)) for worker in workers] + [children_cpu_seconds()]
+                    cpu_before = cpu_now(workers)
                     preempted_before = [preempted(worker.process.pid) for worker in workers]
                     first_token, load_s, log = start(bin_dir, model, workers, env(record))
                     reclaimed = pages_reclaimed() - reclaimed_before
-                    # where the start's CPU went: each worker's and the master's CPU-seconds, and each worker's own
-                    # work as worker_paths did it alone (its share over the hit rate): more CPU than that is work the
-                    # RPC path adds; less CPU than the load's time is waiting (for the master, or for a core)
-                    cpu = [after - before for after, before in zip(
-                        [sum(cpu_seconds(worker.process.pid)) for worker in workers] + [children_cpu_seconds()], cpu_before)]
+                    # where the start's CPU went: each worker's and the master's CPU-seconds, beside each worker's
+                    # share over the model's hit rate: less CPU than the load's time is waiting (for the master, or
+                    # for a core), more is work the model does not count
+                    cpu = [after - before for after, before in zip(cpu_now(workers), cpu_before)]
                     times_preempted = sum(preempted(worker.process.pid) - before
                                           for worker, before in zip(workers, preempted_before))
                     master_read = resident(model)

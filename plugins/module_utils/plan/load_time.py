@@ -52,9 +52,8 @@ FIGURES = {
                         "the loader maps the model (make bench-load: 42 and 61 GB/s; the lower kept)"),
     "worker_hit_rate": (0.67 * GB, "B/s", "measured here: a real worker's cache hits over RPC, alone, its cache files "
                         "page-cached, on one core (make bench-start: a known-hashes load of a 3.23 GB model into one "
-                        "worker, 0.64 to 0.67 GB/s for 2 and 3 GB on a busy machine); tests/bench/worker_paths.c's "
-                        "emulation of that work (a zeroed buffer, the file read into it, the copy into the tensor) "
-                        "runs 1.2 to 1.4 times faster, and gave this model 1.10 GB/s before"),
+                        "worker); tests/bench/worker_paths.c's emulation of that work (a zeroed buffer, the file read "
+                        "into it, the copy into the tensor) runs faster than the worker and is not the model's input"),
     "worker_store_rate": (0.66 * GB, "B/s", "measured here: the worker's own work per byte of a miss with -c, outside "
                           "its hashing: a zeroed buffer, the bytes copied in, the cache file written (buffered), the copy "
                           "into the tensor (make bench-load, tests/bench/worker_paths.c store: 0.66 GB/s)"),
@@ -166,10 +165,9 @@ def predict(model_bytes, hashed_bytes, tensors, workers, master, network_rate, s
     master_message = 0.0 if hit else hashed_bytes / hit_rate
     # The loader maps the file with MAP_POPULATE (src/llama-mmap.cpp, when no range of it is left lazy): what the master
     # reads from its disk is read before the first tensor is set, so the hash threads' work beside the workers is only
-    # the hashing from the page cache after it (make bench-start: hash-ahead starts 1.13 to 1.32 of the prediction that
-    # overlapped the read, 0.92 to 1.21 of this). The stock path's order is unchanged: on a hit its steps are summed
-    # anyway, and on a miss the published loads (a 405B file larger than the master's memory, which no populate holds)
-    # fit the overlap.
+    # the hashing from the page cache after it (make bench-start shows it). The stock path's order is unchanged: on a hit
+    # its steps are summed anyway, and on a miss the published loads (a 405B file larger than the master's memory, which
+    # no populate holds) fit the overlap.
     populated = hashed_bytes * (1 - in_memory) / master["disk_read"] if threads > 1 else 0.0
     if hit and threads == 1:
         hashed_phase = master_hashed + worker_hashed
