@@ -8,7 +8,9 @@ random F32 weights made here (1 GB, 4 layers: a token reads every weight once, a
    reach at most when each reads its half of the weights;
 2. generation and prompt tokens/s: layer, tensor with the stock build, tensor with the patch (median of --rounds);
 3. each worker's busy share of a generated token's time (its CPU-seconds over the wall time): what the rest of the
-   token (the allreduces through the master, the master's own part) leaves it;
+   token (the allreduces through the master, the master's own part) leaves it; and the master's, on the same cores
+   here (on a cluster of machines it has its own), with its main thread's part (the rest: its threads that relay each
+   message to and from a worker, and the HTTP server's);
 4. RPC messages per generated token and per worker, and the messages and bytes a load sends (GGML_RPC_DEBUG);
 5. with speculative decoding on top at a fixed acceptance (--spec-synth-len 3), layer against tensor.
 
@@ -47,13 +49,28 @@ def read_rates(work):
     return one, two
 
 
-def cpu_seconds(pid):
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_seconds(pid, thread=None):
+    """A process's CPU-seconds, or one of its threads' (thread: its id)."""
+    stat = Path(f"/proc/{pid}/task/{thread}/stat" if thread else f"/proc/{pid}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def server_pid(port):
+    """The pid of the llama-server listening on port (llama_cpp.llama_server yields the port only)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # a process that ended meanwhile
+        if argv[0].endswith(b"llama-server") and str(port).encode() in argv:
+            return int(cmdline.parent.name)
+    raise RuntimeError(f"no llama-server process listens on port {port}")
+
+
 def measure(bin_dir, model, workers, mode, work, rounds, tokens, draft=None):
-    """Generation and prompt tokens/s (medians), the workers' busy share while generating, the load's seconds."""
+    """Generation and prompt tokens/s (medians), the workers' and the master's busy shares while generating (the
+    master's main thread's apart), the load's seconds."""
     with llama_cpp.loopback_workers(bin_dir, workers, threads=1) as endpoints:
         options = ["-fit", "off", "--rpc", ",".join(endpoints), "-ngl", "999", "-fa", "on", "-sm", mode]
         if draft:
@@ -64,19 +81,23 @@ def measure(bin_dir, model, workers, mode, work, rounds, tokens, draft=None):
                                     *options) as port:
             loaded = time.monotonic() - started
             post(port, {"prompt": "Once", "n_predict": 8, "temperature": 0})  # warm
-            pids = list(endpoints.pids.values())
-            generated, prompts, busy = [], [], []
+            pids, master = list(endpoints.pids.values()), server_pid(port)
+            generated, prompts, busy, master_busy, main_busy = [], [], [], [], []
             for seed in range(rounds):
                 before, wall = [cpu_seconds(pid) for pid in pids], time.monotonic()
+                master_before, main_before = cpu_seconds(master), cpu_seconds(master, master)
                 timings = post(port, {"prompt": "Once upon a time", "n_predict": tokens, "temperature": 0,
                                       "cache_prompt": False, "ignore_eos": True, "seed": seed})["timings"]
                 wall = time.monotonic() - wall
                 busy.append(statistics.mean((cpu_seconds(pid) - was) / wall for pid, was in zip(pids, before)))
+                master_busy.append((cpu_seconds(master) - master_before) / wall)
+                main_busy.append((cpu_seconds(master, master) - main_before) / wall)
                 generated.append(timings["predicted_per_second"])
                 prompts.append(post(port, {"prompt": PROMPT, "n_predict": 1, "cache_prompt": False})
                                ["timings"]["prompt_per_second"])
     return {"generation": statistics.median(generated), "prompt": statistics.median(prompts),
-            "worker_busy": statistics.median(busy), "load_seconds": round(loaded, 2)}
+            "worker_busy": statistics.median(busy), "master_busy": statistics.median(master_busy),
+            "master_main_busy": statistics.median(main_busy), "load_seconds": round(loaded, 2)}
 
 
 def messages(bin_dir, model, workers, mode, work, tokens=16):
@@ -155,7 +176,8 @@ def main():
             figures.update(workers=workers, mode=mode, build=build)
             rows.append(figures)
             print(f"  {workers} workers, {mode:6} {build:7} {figures['generation']:6.2f} tokens/s, prompt "
-                  f"{figures['prompt']:6.1f}/s, workers busy {figures['worker_busy']:.0%}, "
+                  f"{figures['prompt']:6.1f}/s, workers busy {figures['worker_busy']:.0%}, master "
+                  f"{figures['master_busy']:.0%} (main thread {figures['master_main_busy']:.0%}), "
                   f"{figures['per_token']} messages a token, load {figures['load_seconds']} s in "
                   f"{figures['load_messages']} messages", flush=True)
     speculation = {}
@@ -166,14 +188,15 @@ def main():
     def row(workers, mode, build):
         return next(r for r in rows if (r["workers"], r["mode"], r["build"]) == (workers, mode, build))
 
-    print("\n| workers | mode | build | tokens/s | against layer | prompt tokens/s | workers busy | messages a token "
-          "| load: s, messages, MB sent |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| workers | mode | build | tokens/s | against layer | prompt tokens/s | workers busy | master busy (main "
+          "thread) | messages a token | load: s, messages, MB sent |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for figures in rows:
         layer = row(figures["workers"], "layer", "stock")
         print(f"| {figures['workers']} | {figures['mode']} | {figures['build']} | {figures['generation']:.2f} | "
               f"{figures['generation'] / layer['generation']:.2f}x | {figures['prompt']:.1f} | "
-              f"{figures['worker_busy']:.0%} | {figures['per_token']} | {figures['load_seconds']}, "
+              f"{figures['worker_busy']:.0%} | {figures['master_busy']:.0%} ({figures['master_main_busy']:.0%}) | "
+              f"{figures['per_token']} | {figures['load_seconds']}, "
               f"{figures['load_messages']}, {figures['load_bytes'] / 1e6:.0f} |")
     ratio = row(2, "tensor", "patched")["generation"] / row(2, "layer", "stock")["generation"]
     allowed = two / one
