@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import model_source
 from ansible_collections.graviton.llama_rpc.plugins.modules import model_fetch
+from tests.bench import load
 from tests.tools import llama_cpp, model_shapes, tiny_model
 from tests.unit.plugins.module_runner import patch_module_args
 
@@ -41,8 +42,7 @@ def cpu_seconds(pid=None):
     if pid is None:
         own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(load.cpu_seconds(pid))
 
 
 def fetch(base, first_part, work, connections, parallel, bin_dir):

@@ -23,7 +23,6 @@ Run through `make bench-tensor`.
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 from tests.bench import spec
+from tests.bench.load import cpu_seconds
 from tests.bench.spec import post
 from tests.tools import llama_cpp, tiny_model
 
@@ -47,13 +47,6 @@ def read_rates(work):
     pair = [subprocess.Popen([str(binary)], stdout=subprocess.PIPE, text=True) for _reader in range(2)]
     two = sum(float(process.communicate()[0]) for process in pair)
     return one, two
-
-
-def cpu_seconds(pid, thread=None):
-    """A process's CPU-seconds, or one of its threads' (thread: its id)."""
-    stat = Path(f"/proc/{pid}/task/{thread}/stat" if thread else f"/proc/{pid}/stat")
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def server_pid(port):
@@ -84,14 +77,14 @@ def measure(bin_dir, model, workers, mode, work, rounds, tokens, draft=None):
             pids, master = list(endpoints.pids.values()), server_pid(port)
             generated, prompts, busy, master_busy, main_busy = [], [], [], [], []
             for seed in range(rounds):
-                before, wall = [cpu_seconds(pid) for pid in pids], time.monotonic()
-                master_before, main_before = cpu_seconds(master), cpu_seconds(master, master)
+                before, wall = [sum(cpu_seconds(pid)) for pid in pids], time.monotonic()
+                master_before, main_before = sum(cpu_seconds(master)), sum(cpu_seconds(master, master))
                 timings = post(port, {"prompt": "Once upon a time", "n_predict": tokens, "temperature": 0,
                                       "cache_prompt": False, "ignore_eos": True, "seed": seed})["timings"]
                 wall = time.monotonic() - wall
-                busy.append(statistics.mean((cpu_seconds(pid) - was) / wall for pid, was in zip(pids, before)))
-                master_busy.append((cpu_seconds(master) - master_before) / wall)
-                main_busy.append((cpu_seconds(master, master) - main_before) / wall)
+                busy.append(statistics.mean((sum(cpu_seconds(pid)) - was) / wall for pid, was in zip(pids, before)))
+                master_busy.append((sum(cpu_seconds(master)) - master_before) / wall)
+                main_busy.append((sum(cpu_seconds(master, master)) - main_before) / wall)
                 generated.append(timings["predicted_per_second"])
                 prompts.append(post(port, {"prompt": PROMPT, "n_predict": 1, "cache_prompt": False})
                                ["timings"]["prompt_per_second"])
