@@ -124,15 +124,16 @@ AWS_ROUND_TRIP_SECONDS = 0.25e-3
 AWS_FLOW_BYTES_PER_SECOND = 5e9 / 8
 
 
-def aws_tensor_prediction(round_trips_per_sum, step_ratio=None, length=None):
-    """Tokens/s of the README's 70B in tensor mode over its two workers (the master's CPU holds no weights then): each
-    worker reads its half of the weights at the rate the layer split's figure implies for one node (the whole model a
-    token, node after node), then two sums a layer through the master, each round_trips_per_sum round trips (measured
-    here: the messages a token per worker, per sum) and its bytes over one flow (a worker's partial sum out, the total
-    back: two n_embd F32 rows). With step_ratio and length (speculation: a step verifies spec.DRAFT_MAX + 1 tokens at
-    step_ratio times one token's cost, measured by make bench-spec, and yields length tokens), the drafts added."""
+def aws_tensor_prediction(round_trips_per_sum, step_ratio=None, length=None, nodes=AWS_WORKERS):
+    """Tokens/s of the README's 70B in tensor mode over its two workers (the master's CPU holds no weights then; with
+    nodes=3 it holds a third, as one more worker on its loopback): each node reads its share of the weights at the rate
+    the layer split's figure implies for one node (the whole model a token, node after node), then two sums a layer
+    through the master, each round_trips_per_sum round trips to the workers (measured here: the messages a token per
+    worker, per sum) and its bytes over one flow (a worker's partial sum out, the total back: two n_embd F32 rows). With
+    step_ratio and length (speculation: a step verifies spec.DRAFT_MAX + 1 tokens at step_ratio times one token's cost,
+    measured by make bench-spec, and yields length tokens), the drafts added."""
     node_rate = spec.AWS_MODEL_BYTES * spec.AWS_TOKENS_PER_SECOND
-    read = spec.AWS_MODEL_BYTES / AWS_WORKERS / node_rate
+    read = spec.AWS_MODEL_BYTES / nodes / node_rate
     sums = 2 * AWS_LAYERS * (round_trips_per_sum * AWS_ROUND_TRIP_SECONDS
                              + 2 * AWS_EMBEDDING * 4 / AWS_FLOW_BYTES_PER_SECOND)
     token = read + sums
@@ -203,13 +204,16 @@ def main():
     patched = row(2, "tensor", "patched")
     most = patched["per_token"] / 2 / (2 * MODEL_LAYERS)
     print("\nPredicted for AWS (the README's 70B over its two workers; inputs sourced, round trips a sum measured here):")
-    for trips in (1, most):
-        alone = aws_tensor_prediction(trips)
-        print(f"  {trips:.2f} round trips a sum: {alone['tokens_per_second']:.2f} tokens/s ({alone['read'] * 1e3:.0f} ms "
-              f"reading, {alone['sums'] * 1e3:.0f} ms summing a token; the layer split: {spec.AWS_TOKENS_PER_SECOND})")
-        for name, length, _draft_bytes in spec.AWS_CASES[:2]:
-            drafted = aws_tensor_prediction(trips, SPEC_STEP_RATIO, length)
-            print(f"    with {name}: {drafted['tokens_per_second']:.2f} tokens/s")
+    # the master's own share, if it held one, would join each sum over its loopback: no more round trips on the network
+    for nodes, holders in ((AWS_WORKERS, "the two workers"), (AWS_WORKERS + 1, "the workers and the master's CPU")):
+        print(f" the weights on {holders}:")
+        for trips in (1, most):
+            alone = aws_tensor_prediction(trips, nodes=nodes)
+            print(f"  {trips:.2f} round trips a sum: {alone['tokens_per_second']:.2f} tokens/s ({alone['read'] * 1e3:.0f} "
+                  f"ms reading, {alone['sums'] * 1e3:.0f} ms summing a token; the layer split: {spec.AWS_TOKENS_PER_SECOND})")
+            for name, length, _draft_bytes in spec.AWS_CASES[:2]:
+                drafted = aws_tensor_prediction(trips, SPEC_STEP_RATIO, length, nodes=nodes)
+                print(f"    with {name}: {drafted['tokens_per_second']:.2f} tokens/s")
     fastest = max(r["generation"] for r in rows)
     print("\n  tokens/s                 (each # = %.2f)" % (fastest / 40))
     for figures in rows:
