@@ -203,7 +203,7 @@ def main():
     # each sum a round trip at least; at most every message of a token a round trip of its own
     patched = row(2, "tensor", "patched")
     most = patched["per_token"] / 2 / (2 * MODEL_LAYERS)
-    print("\nPredicted for AWS (the README's 70B over its two workers; inputs sourced, round trips a sum measured here):")
+    print("\nPredicted for AWS (the README's 70B in tensor mode; inputs sourced, round trips a sum measured here):")
     # the master's own share, if it held one, would join each sum over its loopback: no more round trips on the network
     for nodes, holders in ((AWS_WORKERS, "the two workers"), (AWS_WORKERS + 1, "the workers and the master's CPU")):
         print(f" the weights on {holders}:")
