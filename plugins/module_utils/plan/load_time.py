@@ -50,10 +50,8 @@ FIGURES = {
                   "on a quiet machine; 0.75 GB/s was measured beside other work)"),
     "page_cache_rate": (40 * GB, "B/s", "measured here: touching every page of a page-cached file through mmap, as "
                         "the loader maps the model (make bench-load: 42 and 61 GB/s; the lower kept)"),
-    "worker_hit_rate": (0.67 * GB, "B/s", "measured here: a real worker's cache hits over RPC, alone, its cache files "
-                        "page-cached, on one core (make bench-start: a known-hashes load of a 3.23 GB model into one "
-                        "worker); tests/bench/worker_paths.c's emulation of that work (a zeroed buffer, the file read "
-                        "into it, the copy into the tensor) runs faster than the worker and is not the model's input"),
+    "worker_hit_rate": (0.67 * GB, "B/s", "measured here: a real worker's cache hits over RPC, one worker alone, its "
+                        "cache files page-cached, on one core (make bench-start measures it in each run)"),
     "worker_store_rate": (0.66 * GB, "B/s", "measured here: the worker's own work per byte of a miss with -c, outside "
                           "its hashing: a zeroed buffer, the bytes copied in, the cache file written (buffered), the copy "
                           "into the tensor (make bench-load, tests/bench/worker_paths.c store: 0.66 GB/s)"),
