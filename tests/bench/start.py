@@ -100,6 +100,19 @@ CONDITIONS = {
 }
 
 
+MASTERS = ("stock", "hash-ahead", "known-hashes")
+
+
+def chosen(parser, option, value, known):
+    """The comma-separated names of value, each one of known, or the parser's error naming those that are not (before
+    anything is built)."""
+    names = value.split(",")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        parser.error(f"{option}: {', '.join(unknown)} is not one of {', '.join(known)}")
+    return names
+
+
 def held_and_dropped(model, caches, condition):
     """The page caches as the condition has them: the held files read whole into it, the others dropped."""
     subprocess.run(["sync"], check=True)
@@ -198,16 +211,18 @@ def main():
     parser.add_argument("--embd", type=int, default=4096)
     parser.add_argument("--conditions", default=",".join(CONDITIONS),
                         help="which page caches a start finds empty: " + ", ".join(CONDITIONS))
-    parser.add_argument("--masters", default="stock,hash-ahead,known-hashes",
-                        help="which masters start: stock, hash-ahead, known-hashes (the workers are stock)")
+    parser.add_argument("--masters", default=",".join(MASTERS),
+                        help="which masters start: " + ", ".join(MASTERS) + " (the workers are stock)")
     args = parser.parse_args()
+    asked = chosen(parser, "--masters", args.masters, MASTERS)
+    chosen(parser, "--conditions", args.conditions, CONDITIONS)
     work = Path(tempfile.mkdtemp(prefix="bench-start-", dir=os.environ.get("LLAMA_RPC_BENCH_DIR", "/var/tmp")))
     tool, paths_tool = str(work / "llama-rpc-cache"), str(work / "worker-paths")
     subprocess.run(["cc", "-O2", "-o", tool, str(TOOL_SOURCE)], check=True)
     subprocess.run(["cc", "-O2", "-o", paths_tool, str(Path(__file__).with_name("worker_paths.c"))], check=True)
     cores = len(os.sched_getaffinity(0))
     speed_before = fixed_work()
-    for name in ("stock", "hash-ahead", "known-hashes"):
+    for name in MASTERS:
         (work / f"{name}-build").mkdir()
     stock = llama_cpp.role_build(work / "stock-build")
     builds = {"stock": lambda: (stock, lambda record: {}, {}),
@@ -215,7 +230,7 @@ def main():
                                      lambda record: {"GGML_RPC_LOAD_THREADS": str(cores)}, {"hash_threads": cores}),
               "known hashes": lambda: (llama_cpp.role_build(work / "known-hashes-build", patches=["rpc_known_hashes"]),
                                        lambda record: {"GGML_RPC_HASH_RECORD": str(record)}, {"known_hashes": True})}
-    masters = {name: builds[name]() for name in builds if name.replace(" ", "-") in args.masters.split(",")}
+    masters = {name: builds[name]() for name in builds if name.replace(" ", "-") in asked}
     known_master = masters["known hashes"][0] if "known hashes" in masters else None
 
     # the constants, measured in this run
