@@ -553,7 +553,11 @@ def test_ranges_cut_short_by_the_call_s_step_resume_in_the_next_call(one_file, t
     finally:
         server.shutdown()
     assert steps[-1]["done"], steps[-1]
-    assert len(steps) >= 3 and steps[1]["parts"][0]["resumed_from"] > 0, [step["parts"][0] for step in steps]
+    parts = [step["parts"][0] for step in steps]
+    # each call begins where the last one's ranges stopped; a call that landed no whole block (a slow second) passes
+    # nothing on, so which call first goes on is left to the machine's speed
+    assert all(part["resumed_from"] == before["bytes"] for before, part in zip(parts, parts[1:])), parts
+    assert any(part["resumed_from"] > 0 and part["fetched"] > 0 for part in parts), parts
     assert total_sent <= os.path.getsize(path) + 4 * (1 << 20), total_sent  # at most a block per connection again
 
 
