@@ -120,18 +120,17 @@ fi
 # Real processes and containers driven by pytest: the Arm proof (cross-builds for aarch64, runs them
 # under qemu-user) and every role's bad-input cases (tests/integration/bad_input/).
 # The integration tests in two processes side by side: they wait on ansible and docker far more than they compute.
-# Beside: the master's side on the smallest cluster (its update, rollback and restart tests, the gateway and bench alone,
-# which share that cluster) and the tests on llama.cpp's builds (which a fresh machine compiles first: every test of the
-# x86 build is here, since the build runs in one named container); here: the refusals that a host or AWS answers (every
-# input rule is a unit test) and the tunnel's life. About half the time each, warm. They share no host, network or
-# build directory.
-integration_beside=(tests/integration/test_rpc_master_alone.py tests/integration/test_gateway_alone.py
-                    tests/integration/test_bench_alone.py tests/integration/test_arm_cross.py tests/integration/test_rpc_probe.py
-                    tests/integration/test_plan_against_llama_cpp.py tests/integration/test_git_source.py
-                    tests/integration/test_model_fetch_progress.py)
+# integration:master holds the tests on the smallest cluster (the master's update, rollback and restart tests, the
+# gateway and bench alone, which share that cluster): from the cluster's verify on it is the run's longest path (its
+# deploy, then playbook after playbook on one cluster), so it runs at the cluster scenario's priority, and the other
+# process (the refusals a host or AWS answers, the tunnel's life, the tests on llama.cpp's builds and the Arm proof)
+# yields to both. They share no host, network or build directory (the x86 build: one role run for both,
+# tests/tools/llama_cpp.role_build).
+integration_master=(tests/integration/test_rpc_master_alone.py tests/integration/test_gateway_alone.py
+                    tests/integration/test_bench_alone.py)
 if wanted integration; then
-  start_beside integration:master beside_the_cluster python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]}"
-  run_stage integration beside_the_cluster python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_beside[@]/#/--ignore=}" tests/integration
+  start_beside integration:master python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_master[@]}"
+  run_stage integration beside_the_cluster python -m pytest -q -rs -s --durations=0 --durations-min=10 "${integration_master[@]/#/--ignore=}" tests/integration
 fi
 wanted lowest && ! wanted integration && run_stage lowest bash tests/bed/lowest.sh
 finish_beside
