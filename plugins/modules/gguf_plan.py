@@ -94,6 +94,13 @@ options:
     type: str
     choices: [layer, tensor]
     default: layer
+  master_share:
+    description:
+      - In V(tensor) mode, the endpoint among O(workers) that is the master's own C(ggml-rpc-server) on loopback (the
+        master's CPU holding a share of every layer). It and llama-server draw from the master's RAM, so it may take what
+        the master's usable memory leaves after llama-server's need, whatever it reports as free. Empty means none.
+    type: str
+    default: ""
   draft:
     description:
       - Speculative decoding, given by C(kind) (default V(draft-simple)) and C(path), the draft model llama-server
@@ -336,6 +343,7 @@ def main():
             projection=dict(type="dict"),
             draft=dict(type="dict"),
             split_mode=dict(type="str", choices=["layer", "tensor"], default="layer"),
+            master_share=dict(type="str", default=""),
             plan=dict(type="dict"),
             load_figures=dict(type="dict"),
         ),
@@ -350,6 +358,10 @@ def main():
         workers = [worker_memory(worker) for worker in params["workers"]]
     except ValueError as error:
         module.fail_json(msg=str(error))
+    share = params["master_share"]
+    if share and (params["split_mode"] != "tensor" or share not in [worker["endpoint"] for worker in workers]):
+        module.fail_json(msg="master_share=%s: the master's share is one of the workers' endpoints (%s), in split_mode "
+                         "tensor only" % (share, ", ".join(worker["endpoint"] for worker in workers) or "none given"))
     try:
         # a draft's vocabulary is compared with the model's tokens: read whole only then
         model = gguf.read_model(params["path"], whole_arrays=(speculative.TOKENS_KEY,)
@@ -399,7 +411,8 @@ def main():
                 if params["split_mode"] == "tensor":
                     result = tensor_plan(shape, tensor_split.worker_bounds(model, shape, len(workers)), context, workers,
                                          master, params["memory_fraction"], params["slots"], projector=projector,
-                                         master_reserved=reserved, reserved_what=reserved_what)
+                                         master_reserved=reserved, reserved_what=reserved_what,
+                                         master_share=params["master_share"] or None)
                 else:
                     result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],
                                   params["slots"], projector=projector, master_reserved=reserved,

@@ -41,7 +41,7 @@ SMALL_WAKE_PORT = 8091  # the master's wake socket (the gateway's wake of a stop
 # Feed-forward matrices of 10.5 MiB: over llama.cpp's 10 MiB, so they travel by hash and fill the worker's cache.
 SMALL_SHAPE = {"embd": 256, "layers": 4, "ff": 10752}
 SMALL_SPLIT = 50_000_000  # three parts
-SMALL_MASTER_PATCHES = ("rpc_known_hashes",)
+SMALL_MASTER_PATCHES = ("rpc_known_hashes", "rpc_tensor_parallel")  # tensor mode: the master's share on it
 
 
 def small_model_source(directory):

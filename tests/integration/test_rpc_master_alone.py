@@ -311,6 +311,46 @@ def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use)
     in_use.files = after
 
 
+SHARE = "127.0.0.1:50052"  # the master's own RPC server (rpc_master_tensor_on_master): rpc_worker's port, on loopback
+
+
+def served_workers(master):
+    """llama-server's worker list (LLAMA_ARG_RPC) and its split mode, as its settings file has them."""
+    env = containers.checked_sh(master, "cat /etc/llama-rpc/server.env")
+    mode = re.search(r"^LLAMA_ARG_SPLIT_MODE=(\S+)$", env, re.M)
+    return re.search(r"^LLAMA_ARG_RPC=(\S+)$", env, re.M).group(1).split(","), mode.group(1) if mode else "layer"
+
+
+def test_tensor_mode_with_the_masters_share_writes_the_same_tokens_and_goes_back(in_use):
+    """rpc_master_split_mode: tensor with rpc_master_tensor_on_master over the one worker: the master's own ggml-rpc-server,
+    installed by the rpc_worker role and bound to loopback, holds a share of every layer, listed first and named by the
+    plan; the greedy tokens are layer mode's (the master alone's: the first test). Back to layer mode, an update of what
+    is served: llama-server serves over the worker alone, then the master's RPC server stops; the same tokens."""
+    master = in_use.master
+    try:
+        tensor = update(in_use.directory, master=master,
+                        extra={"rpc_master_split_mode": "tensor", "rpc_master_tensor_on_master": True})
+        assert tensor.returncode == 0, tensor.stdout[-3000:]
+        workers, mode = served_workers(master)
+        assert mode == "tensor" and workers[0] == SHARE and len(workers) == 2, (workers, mode)
+        listening = containers.checked_sh(master, "ss -Hltn 'sport = :50052'").split()
+        assert SHARE in listening and not [address for address in listening if address.endswith(":50052")
+                                           and address != SHARE], listening
+        assert sh(master, "systemctl is-active llama-rpc-worker@main")[1].strip() == "active"
+        plan = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))["plan"]
+        assert plan["split_mode"] == "tensor" and [node.get("on_master", False) for node in plan["workers"]] == [True, False]
+        assert plan["workers"][0]["name"] == SHARE and plan["workers"][0]["need_bytes"] <= plan["workers"][0]["usable_bytes"]
+        assert greedy(master) == in_use.answer
+    finally:
+        back = update(in_use.directory, master=master, extra={})
+    assert back.returncode == 0, back.stdout[-3000:]
+    workers, mode = served_workers(master)
+    assert mode == "layer" and SHARE not in workers, (workers, mode)
+    assert sh(master, "systemctl is-active llama-rpc-worker@main")[1].strip() != "active"
+    assert greedy(master) == in_use.answer
+    in_use.files = containers.served_files(master)
+
+
 def tensor_record(master):
     """The served model's record of its tensor hashes (rpc_master writes it beside the model)."""
     state = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))

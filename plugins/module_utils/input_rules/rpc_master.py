@@ -37,8 +37,21 @@ def rpc_master(settings):
     if mode not in ("layer", "tensor"):
         found.append("rpc_master_split_mode=%s: set it to layer (whole layers per node, llama.cpp's default) or tensor (a "
                      "share of every layer on every worker)" % mode)
-    elif mode == "tensor" and 1 <= len(workers):
-        found += [problem for problem in [tensor_split.worker_count_problem(len(workers))] if problem]
+    on_master = bool(s.get("rpc_master_tensor_on_master"))
+    if on_master and s.get("tunnelled"):
+        found.append("rpc_master_tensor_on_master is true on %s, which reaches its workers over the WireGuard tunnel "
+                     "(rpc_tunnel_enabled): the master's own RPC server is not offered there. Set "
+                     "rpc_master_tensor_on_master: false, or rpc_tunnel_enabled: false for this cluster" % host)
+    elif on_master and mode != "tensor":
+        found.append("rpc_master_tensor_on_master is true, but rpc_master_split_mode is %s: the master's CPU holds a share "
+                     "of every layer in tensor mode only (in layer mode llama.cpp puts layers on it itself). Set "
+                     "rpc_master_split_mode: tensor, or rpc_master_tensor_on_master: false" % mode)
+    if mode == "tensor" and 1 <= len(workers):
+        found += [problem for problem in [tensor_split.worker_count_problem(len(workers), on_master)] if problem]
+        if on_master and len(workers) == whole(s["max_workers"]):
+            found.append("rpc_master_tensor_on_master would make the master's own RPC server the %dth, and llama.cpp uses "
+                         "at most %s (GGML_RPC_MAX_SERVERS). Use fewer workers, or set rpc_master_tensor_on_master: false"
+                         % (len(workers) + 1, s["max_workers"]))
 
     ranges = []
     fraction, probe = number(s["rpc_master_memory_fraction"]), number(s["rpc_master_probe_timeout"])

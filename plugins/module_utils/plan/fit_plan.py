@@ -333,12 +333,15 @@ def plan(shape, context, ubatch, workers, master, fraction, slots=1, projector=N
 
 
 def tensor_plan(shape, bounds, context, workers, master, fraction, slots=1, projector=None, master_reserved=0,
-                reserved_what=PROMPT_CACHE):
+                reserved_what=PROMPT_CACHE, master_share=None):
     """The plan in tensor mode (--split-mode tensor): every layer on the workers, each worker a share of each layer; the
     master's CPU holds the input layer only (llama.cpp skips it for tensor parallelism). The most slots asked for that
     fit. bounds: tensor_split.worker_bounds' dict (the busiest worker's weights); projector(endpoints, gpu_layers,
     split, context, slots) -> llama_fit.parse_tensor's dict: llama.cpp's projection, whose "meta" row is the whole of
-    the workers' caches (split in KV heads: bounds' kv_fraction on the busiest) and one worker's compute buffer."""
+    the workers' caches (split in KV heads: bounds' kv_fraction on the busiest) and one worker's compute buffer.
+    master_share: the endpoint among workers that is the master's own RPC server on loopback (rpc_master_tensor_on_master):
+    it and llama-server draw from one RAM, so it may take what the master's usable memory leaves after llama-server's
+    need, whatever it reports as free."""
     if projector is None:
         raise PlanError("tensor mode is planned with llama.cpp's projection, which runs on the master with llama_build's "
                         "build (llama-fit-params in llama_build_targets) and its workers up")
@@ -351,15 +354,17 @@ def tensor_plan(shape, bounds, context, workers, master, fraction, slots=1, proj
         projected = projector([worker["endpoint"] for worker in workers], ALL_LAYERS, [], context * slot_count, slot_count)
         meta, host = projected["meta"], projected["master"]
         kv = int(math.ceil(meta["context"] * bounds["kv_fraction"]))
+        master_need = host["model"] + host["context"] + host["compute"] + master_reserved
         described = []
         for node in nodes:
             need = bounds["weights"] + kv + meta["compute"]
-            described.append({
+            usable = max(master_usable - master_need, 0) if node["endpoint"] == master_share else node["usable"]
+            described.append(dict({
                 "name": node["endpoint"], "layers": [0, shape["layers"] - 1], "layer_count": shape["layers"],
                 "output": True, "weights_bytes": bounds["weights"], "kv_bytes": kv, "compute_bytes": meta["compute"],
-                "need_bytes": need, "usable_bytes": node["usable"],
-                "use_ratio": round(float(need) / node["usable"], 3) if node["usable"] else None, "figures": "llama.cpp"})
-        master_need = host["model"] + host["context"] + host["compute"] + master_reserved
+                "need_bytes": need, "usable_bytes": usable,
+                "use_ratio": round(float(need) / usable, 3) if usable else None, "figures": "llama.cpp"},
+                **({"on_master": True} if node["endpoint"] == master_share else {})))
         master_node = {"name": "master", "layers": [], "layer_count": 0, "output": False, "weights_bytes": host["model"],
                        "kv_bytes": host["context"], "compute_bytes": host["compute"], "need_bytes": master_need,
                        "usable_bytes": master_usable, "figures": "llama.cpp",
@@ -377,6 +382,7 @@ def tensor_plan(shape, bounds, context, workers, master, fraction, slots=1, proj
             }
     _slots, described, master_node = tried[-1]
     short = [node for node in described if node["need_bytes"] > node["usable_bytes"]]
+    share_words = " (the master's share, beside llama-server)"
     raise PlanError(
         "the model does not fit in tensor mode, even with one slot: each worker holds a share of every layer, %s of "
         "weights (the busiest), %s of caches for a context of %d tokens and a compute buffer of %s, %s in all, and %s "
@@ -385,6 +391,7 @@ def tensor_plan(shape, bounds, context, workers, master, fraction, slots=1, proj
         "layers too)."
         % (human(described[0]["weights_bytes"]), human(described[0]["kv_bytes"]), context,
            human(described[0]["compute_bytes"]), human(described[0]["need_bytes"]),
-           ", ".join("%s can give %s" % (node["name"], human(node["usable_bytes"])) for node in short) or "every worker fits",
+           ", ".join("%s%s can give %s" % (node["name"], share_words if node.get("on_master") else "", human(node["usable_bytes"]))
+                     for node in short) or "every worker fits",
            round(fraction * 100), human(master_node["need_bytes"]),
            " (with %s)" % reserved_what if master_reserved else "", human(master_usable)))

@@ -28,11 +28,12 @@ EXCLUDED = frozenset((
 ))
 
 
-def worker_count_problem(workers):
-    """Why tensor mode cannot share a layer among `workers` workers, or None."""
-    if workers < 2:
+def worker_count_problem(workers, on_master=False):
+    """Why tensor mode cannot share a layer among `workers` workers (and the master's own share, on_master), or None."""
+    if workers + (1 if on_master else 0) < 2:
         return ("rpc_master_split_mode=tensor splits each layer across the workers, and this cluster has %d: with one "
-                "worker there is nothing to share. Set rpc_master_split_mode: layer, or add workers." % workers)
+                "worker there is nothing to share. Set rpc_master_split_mode: layer, add workers, or set "
+                "rpc_master_tensor_on_master: true (the master's CPU holds a share too)." % workers)
     return None
 
 

@@ -59,3 +59,15 @@ def test_draft_mtp_on_a_model_without_prediction_layers_is_refused_before_any_pl
     ngram = run_module(gguf_plan.main, capsys, path=str(tiny), workers=probe, master_memory={"free": 8 * GIB, "total": 16 * GIB},
                        draft={"kind": "ngram-simple"})
     assert not ngram.get("failed") and ngram["plan"] and ngram["draft"] is None, "an n-gram kind drafts with no model"
+
+
+def test_a_masters_share_that_is_no_worker_or_in_layer_mode_is_refused_before_any_plan(tiny, capsys):
+    probe = [{"endpoint": "10.0.0.1:50052", "devices": [{"index": 0, "free": 8 * GIB, "total": 16 * GIB}]}]
+    master = {"free": 8 * GIB, "total": 16 * GIB}
+    for split_mode, share in (("layer", "10.0.0.1:50052"), ("tensor", "127.0.0.1:50052")):
+        result = run_module(gguf_plan.main, capsys, path=str(tiny), workers=probe, master_memory=master,
+                            split_mode=split_mode, master_share=share)
+        assert result["failed"] and result["msg"] == (
+            "master_share=%s: the master's share is one of the workers' endpoints (10.0.0.1:50052), in split_mode "
+            "tensor only" % share), result
+        assert "plan" not in result

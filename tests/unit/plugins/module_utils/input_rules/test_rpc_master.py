@@ -19,6 +19,16 @@ MASTER_CASES = {
     "tensor mode over one worker": ({"rpc_master_split_mode": "tensor", "workers": ["w1"]},
                                     ["rpc_master_split_mode=tensor splits each layer across the workers, and this cluster "
                                      "has 1: with one worker there is nothing to share. Set rpc_master_split_mode: layer"]),
+    "the master's share in layer mode": ({"rpc_master_tensor_on_master": True},
+                                         ["rpc_master_tensor_on_master is true, but rpc_master_split_mode is layer: the "
+                                          "master's CPU holds a share of every layer in tensor mode only"]),
+    "the master's share on the tunnel": ({"rpc_master_split_mode": "tensor", "rpc_master_tensor_on_master": True,
+                                          "tunnelled": True},
+                                         ["rpc_master_tensor_on_master is true on master, which reaches its workers over "
+                                          "the WireGuard tunnel (rpc_tunnel_enabled)"]),
+    "the master's share beside the most workers llama.cpp takes": (
+        {"rpc_master_split_mode": "tensor", "rpc_master_tensor_on_master": True, "workers": ["w%d" % n for n in range(16)]},
+        ["rpc_master_tensor_on_master would make the master's own RPC server the 17th, and llama.cpp uses at most 16"]),
     "a split mode llama.cpp has but the collection does not plan": (
         {"rpc_master_split_mode": "row"}, ["rpc_master_split_mode=row: set it to layer (whole layers per node"]),
     "two sizes out of range, in the order of the role's variables": (
@@ -145,6 +155,9 @@ def test_rpc_master_defaults_pass():
     assert refusals("rpc_master", MASTER, {"rpc_master_idle_stop_minutes": "0.25", "idle_stop_driver": "aws",
                                            "idle_stop_region": "eu-west-1"}) == []
     assert refusals("rpc_master", MASTER, {"rpc_master_split_mode": "tensor"}) == []
+    # one worker and the master's own share: two devices to split each layer over
+    assert refusals("rpc_master", MASTER, {"rpc_master_split_mode": "tensor", "rpc_master_tensor_on_master": True,
+                                           "workers": ["w1"]}) == []
     assert refusals("rpc_master", MASTER, {"rpc_master_spec_type": "draft-simple",
                                            "rpc_master_spec_draft_src": "https://example.com/d-00001-of-00002.gguf",
                                            "rpc_master_spec_draft_sha256sums": "https://example.com/SHA256SUMS",

@@ -205,6 +205,32 @@ def test_the_plan_keeps_the_most_slots_that_fit_and_names_each_workers_share():
     assert all(node["need_bytes"] <= node["usable_bytes"] for node in planned["workers"])
 
 
+def test_the_masters_share_takes_what_llama_server_leaves_of_the_masters_memory():
+    """rpc_master_tensor_on_master: the master's own RPC server reports the master's free memory, which llama-server
+    (its input layer, caches and compute buffer, and what is reserved beside them) also draws from."""
+    def projector(endpoints, _gpu_layers, _split, _context, slots):
+        assert endpoints == ["127.0.0.1:50052", "10.0.2.11:50052"]
+        return {"meta": {"model": 931 * MIB, "context": slots * 17 * MIB, "compute": 63 * MIB},
+                "master": {"model": 3 * MIB, "context": 1 * MIB, "compute": 11 * MIB}}
+    share, worker = ({"endpoint": endpoint, "free": 1 * GIB, "total": 1 * GIB}
+                     for endpoint in ("127.0.0.1:50052", "10.0.2.11:50052"))
+    bounds = tensor_split.worker_bounds(tiny_llama_tensors(), tiny_llama_shape(), 2)
+    master = {"free": 1 * GIB, "total": 1 * GIB}  # 768 MiB usable
+    planned = fit_plan.tensor_plan(tiny_llama_shape(), bounds, 2048, [share, worker], master, 0.75, slots=2,
+                                   projector=projector, master_reserved=100 * MIB, master_share="127.0.0.1:50052")
+    on_master, elsewhere = planned["workers"]
+    assert on_master["on_master"] and "on_master" not in elsewhere
+    assert on_master["usable_bytes"] == 768 * MIB - planned["master"]["need_bytes"] == 768 * MIB - 115 * MIB
+    assert elsewhere["usable_bytes"] == 768 * MIB and planned["slots"] == 2
+    # a master with less memory: the share no longer fits beside llama-server, and is named as such
+    with pytest.raises(fit_plan.PlanError) as refused:
+        fit_plan.tensor_plan(tiny_llama_shape(), bounds, 2048, [share, worker], {"free": 800 * MIB, "total": 800 * MIB},
+                             0.75, slots=2, projector=projector, master_reserved=100 * MIB, master_share="127.0.0.1:50052")
+    message = str(refused.value)
+    assert "127.0.0.1:50052 (the master's share, beside llama-server) can give 485.0 MiB" in message, message
+    assert "10.0.2.11:50052 can give" not in message, message  # the worker has room
+
+
 def test_a_model_that_does_not_fit_in_tensor_mode_is_refused_with_the_numbers():
     def projector(_endpoints, _gpu_layers, _split, _context, slots):
         return {"meta": {"model": 931 * MIB, "context": slots * 17 * MIB, "compute": 63 * MIB},
