@@ -75,9 +75,10 @@ fi
 # cores busy, while the cluster scenario's verify (8 of its 15 minutes: services that must fail, recover, time out)
 # kept one busy and left the other idle. So the scenarios start first, the one that starts no containers (aws_infra:
 # moto on loopback) beside the cluster; and the integration tests start when the cluster scenario's verify starts
-# (molecule/cluster/tests/conftest.py creates $LLAMA_RPC_VERIFY_STARTED), in the core it leaves idle. The checks on the
-# lowest ansible-core (CPU only: lint, sanity, unit tests) start as soon as aws_infra ends: sampled every 10 s, the cores
-# were partly idle from then to the verify (the cluster's converge and idempotence: one playbook, waiting on its hosts).
+# (molecule/cluster/tests/conftest.py creates $LLAMA_RPC_VERIFY_STARTED), in the core it leaves idle, whether aws_infra
+# has ended or not. The checks on the lowest ansible-core (CPU only: lint, sanity, unit tests) start at once too:
+# the cores are partly idle before the verify (the cluster's converge and idempotence: one playbook, waiting on its
+# hosts), and every check but the cluster's and integration:master is niced, so they only fill what those leave.
 # None of them shares a container, network, port or cache directory with the scenario.
 # The cluster scenario is the run's longest path: the checks started beside it get the cores it leaves (nice on this
 # machine, lower CPU shares for the containers they start: tests/tools/containers.py), so none of them slows it.
@@ -88,10 +89,11 @@ LLAMA_RPC_VERIFY_STARTED=$(mktemp -u)
 # (tests/tools/llama_cpp.py, role_build).
 export LLAMA_RPC_ROLE_BUILD_DONE
 LLAMA_RPC_ROLE_BUILD_DONE=$(mktemp -u)
-container_scenarios=() foreground_scenarios=()
+# aws_infra (moto on loopback, no containers) yields to the cluster scenario too: its own path is much shorter.
+container_scenarios=()
 for scenario in "${scenarios[@]}"; do
   if [ "$scenario" = aws_infra ] && [ "${#scenarios[@]}" -gt 1 ]; then
-    foreground_scenarios+=("$scenario")
+    start_beside "molecule:$scenario" beside_the_cluster molecule test -s "$scenario"
   else
     start_beside "molecule:$scenario" molecule test -s "$scenario"
     container_scenarios+=("molecule:$scenario")
@@ -104,10 +106,6 @@ wanted lint && start_beside lint beside_the_cluster bash tests/bed/lint.sh
 wanted units && start_beside units beside_the_cluster python -m pytest -q tests/unit
 wanted sanity && start_beside sanity beside_the_cluster bash tests/bed/sanity.sh
 wanted build && start_beside build beside_the_cluster bash tests/bed/build_install.sh
-# aws_infra (moto on loopback, no containers) yields to the cluster scenario too: its own path is much shorter.
-for scenario in "${foreground_scenarios[@]}"; do
-  run_stage "molecule:$scenario" beside_the_cluster molecule test -s "$scenario"
-done
 scenario_running() {  # true while a scenario started above runs
   local name
   for name in "${container_scenarios[@]}"; do kill -0 "${beside_pid[$name]}" 2>/dev/null && return 0; done

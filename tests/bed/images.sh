@@ -2,7 +2,7 @@
 # Builds the test bed's systemd base images offline (no registry is reachable): debootstrap a Debian
 # rootfs from the apt mirror, import it, and finish it with tests/bed/image/Dockerfile.
 #   llama-rpc-testbed:bookworm  Debian 12
-#   llama-rpc-testbed:trixie    Debian 13, the stand-in for Ubuntu 24.04's newer toolchain
+#   llama-rpc-testbed:trixie    Debian 13, the stand-in for Ubuntu 24.04's newer toolchain, with the compiler
 # An image is rebuilt only when its recipe (suite, package list, mirror, the files in tests/bed/image) changes.
 # A build that fails half way tags nothing, so a re-run never trusts a half-built image.
 set -euo pipefail
@@ -21,9 +21,21 @@ debian_mirror() {
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
-# The rootfs depends on what debootstrap is asked for; the image on that rootfs and the Dockerfile.
+# What an image carries beyond the base. trixie's one host is the cluster scenario's worker that compiles its own build
+# with no route out (molecule/cluster/prepare.yml): its image has the compiler (llama_build's compile packages) and what
+# a worker needs, which that prepare would otherwise install at every run (99 s of apt there, the scenario's longest
+# step before its deploy); the roles' own installs are still run on the bookworm hosts, from nothing.
+preinstalled() {
+  [ "$1" = trixie ] || return 0
+  local compile
+  compile=$(sed -n 's/^_llama_build_compile_packages: *\[\(.*\)\]$/\1/p' "$REPO_ROOT/roles/llama_build/vars/main.yml" | tr -d ,)
+  [ -n "$compile" ] || die "no _llama_build_compile_packages list in roles/llama_build/vars/main.yml"
+  echo "$compile nftables libgomp1 prometheus-node-exporter"
+}
+
+# The rootfs depends on what debootstrap is asked for; the image on that rootfs, the Dockerfile and what it preinstalls.
 rootfs_hash() { echo "minbase $1 $PACKAGES $(debian_mirror)" | sha256sum | cut -c1-16; }
-image_hash() { { rootfs_hash "$1"; cat "$REPO_ROOT"/tests/bed/image/*; } | sha256sum | cut -c1-16; }
+image_hash() { { rootfs_hash "$1"; preinstalled "$1"; cat "$REPO_ROOT"/tests/bed/image/*; } | sha256sum | cut -c1-16; }
 
 # A half-made rootfs never survives: debootstrap may have left /proc and /sys mounted inside it,
 # so unmount before removing.
@@ -60,8 +72,8 @@ build_one() {
     remove_workdir
   fi
   say "finishing $image"
-  docker build -q --build-arg ROOTFS_IMAGE="$rootfs_image" --label "graviton.llama_rpc.recipe=$hash" \
-    -t "$image" "$REPO_ROOT/tests/bed/image" >/dev/null
+  docker build -q --build-arg ROOTFS_IMAGE="$rootfs_image" --build-arg PREINSTALLED="$(preinstalled "$suite")" \
+    --label "graviton.llama_rpc.recipe=$hash" -t "$image" "$REPO_ROOT/tests/bed/image" >/dev/null
   # Keep only the rootfs that the current recipe made.
   docker image ls --format '{{.Repository}}:{{.Tag}}' "$IMAGE_REPO-rootfs" | grep ":$suite-" | grep -vxF "$rootfs_image" \
     | xargs -r docker image rm >/dev/null 2>&1 || true
