@@ -286,20 +286,29 @@ def metric(text, name):
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
 
 
-def test_speculative_decoding_writes_the_same_text_and_counts_its_drafts(in_use):
-    """With greedy sampling, the text with speculation equals the text without, through the worker: a draft fetched as a
-    release of its own (the served set itself, with the model's token and checksum file, so most drafts are accepted).
-    The drafts' counters reach /metrics. A draft lost from disk after the deploy is named by the start and by
-    llama-server's start script. (An n-gram kind's text: tests/integration/test_speculative.py; the refusals of a foreign
-    draft and of a draft URL that fails, on a cluster that speculates: molecule/cluster/tests/test_speculation.py.)"""
+def test_speculative_decoding_in_tensor_mode_with_the_masters_share_writes_the_same_text(in_use):
+    """One update of what is served turns on speculative decoding and tensor mode with the master's share
+    (rpc_master_tensor_on_master), and one turns both off again. With greedy sampling, the text with both equals the
+    layer split's without (the master alone's: the first test): a draft fetched as a release of its own (the served set
+    itself, with the model's token and checksum file, so most drafts are accepted), each layer split between the worker
+    and the master's own ggml-rpc-server, installed by the rpc_worker role, bound to loopback, listed first and named by
+    the plan. The drafts' counters reach /metrics. stop.yml and start.yml take the master's RPC server down and up with
+    llama-server, and a draft lost from disk after the deploy is named by the start and by llama-server's start script.
+    Back in layer mode, llama-server serves over the worker alone, then the master's RPC server stops. (An n-gram kind's
+    text: tests/integration/test_speculative.py; the refusals of a foreign draft and of a draft URL that fails, on a
+    cluster that speculates: molecule/cluster/tests/test_speculation.py; tensor mode's logits against llama.cpp's own:
+    tests/integration/test_tensor_parallel.py.)"""
     record_before = tensor_record(in_use.master)
     try:
         speculation_cases(in_use)
     finally:
-        # back to no speculation whatever failed above: the later cases start from the model served without it
+        # back to the layer split without speculation whatever failed above: the later cases start from it
         back = update(in_use.directory, master=in_use.master, extra={})
     assert back.returncode == 0, back.stdout[-3000:]
     assert "LLAMA_ARG_SPEC" not in containers.checked_sh(in_use.master, "cat /etc/llama-rpc/server.env")
+    workers, mode = served_workers(in_use.master)
+    assert mode == "layer" and SHARE not in workers, (workers, mode)
+    assert sh(in_use.master, "systemctl is-active llama-rpc-worker@main")[1].strip() != "active"
     assert greedy(in_use.master) == in_use.answer
     # The draft's release linked the served parts (the same bytes, verified): their status change had the tensor record
     # written again, with the same hashes (its identity of each part holds the new change time). Every other file's
@@ -321,36 +330,6 @@ def served_workers(master):
     return re.search(r"^LLAMA_ARG_RPC=(\S+)$", env, re.M).group(1).split(","), mode.group(1) if mode else "layer"
 
 
-def test_tensor_mode_with_the_masters_share_writes_the_same_tokens_and_goes_back(in_use):
-    """rpc_master_split_mode: tensor with rpc_master_tensor_on_master over the one worker: the master's own ggml-rpc-server,
-    installed by the rpc_worker role and bound to loopback, holds a share of every layer, listed first and named by the
-    plan; the greedy tokens are layer mode's (the master alone's: the first test). Back to layer mode, an update of what
-    is served: llama-server serves over the worker alone, then the master's RPC server stops; the same tokens."""
-    master = in_use.master
-    try:
-        tensor = update(in_use.directory, master=master,
-                        extra={"rpc_master_split_mode": "tensor", "rpc_master_tensor_on_master": True})
-        assert tensor.returncode == 0, tensor.stdout[-3000:]
-        workers, mode = served_workers(master)
-        assert mode == "tensor" and workers[0] == SHARE and len(workers) == 2, (workers, mode)
-        listening = containers.checked_sh(master, "ss -Hltn 'sport = :50052'").split()
-        assert SHARE in listening and not [address for address in listening if address.endswith(":50052")
-                                           and address != SHARE], listening
-        assert sh(master, "systemctl is-active llama-rpc-worker@main")[1].strip() == "active"
-        plan = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))["plan"]
-        assert plan["split_mode"] == "tensor" and [node.get("on_master", False) for node in plan["workers"]] == [True, False]
-        assert plan["workers"][0]["name"] == SHARE and plan["workers"][0]["need_bytes"] <= plan["workers"][0]["usable_bytes"]
-        assert greedy(master) == in_use.answer
-    finally:
-        back = update(in_use.directory, master=master, extra={})
-    assert back.returncode == 0, back.stdout[-3000:]
-    workers, mode = served_workers(master)
-    assert mode == "layer" and SHARE not in workers, (workers, mode)
-    assert sh(master, "systemctl is-active llama-rpc-worker@main")[1].strip() != "active"
-    assert greedy(master) == in_use.answer
-    in_use.files = containers.served_files(master)
-
-
 def tensor_record(master):
     """The served model's record of its tensor hashes (rpc_master writes it beside the model)."""
     state = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))
@@ -367,8 +346,18 @@ def speculation_cases(in_use):
 
     drafted = update(in_use.directory, master=master, extra={
         "rpc_master_spec_type": "draft-simple", "rpc_master_spec_draft_src": SMALL_SOURCE + "/tiny-00001-of-00003.gguf",
-        "rpc_master_spec_draft_sha256sums": SMALL_SOURCE + "/SHA256SUMS", "rpc_master_spec_draft_max": 4})
+        "rpc_master_spec_draft_sha256sums": SMALL_SOURCE + "/SHA256SUMS", "rpc_master_spec_draft_max": 4,
+        "rpc_master_split_mode": "tensor", "rpc_master_tensor_on_master": True})
     assert drafted.returncode == 0, drafted.stdout[-3000:]
+    workers, mode = served_workers(master)
+    assert mode == "tensor" and workers[0] == SHARE and len(workers) == 2, (workers, mode)
+    listening = containers.checked_sh(master, "ss -Hltn 'sport = :50052'").split()
+    assert SHARE in listening and not [address for address in listening if address.endswith(":50052")
+                                       and address != SHARE], listening
+    assert sh(master, "systemctl is-active llama-rpc-worker@main")[1].strip() == "active"
+    plan = json.loads(containers.read_file(master, "/etc/ansible/facts.d/llama_rpc_master.fact"))["plan"]
+    assert plan["split_mode"] == "tensor" and [node.get("on_master", False) for node in plan["workers"]] == [True, False]
+    assert plan["workers"][0]["name"] == SHARE and plan["workers"][0]["need_bytes"] <= plan["workers"][0]["usable_bytes"]
     env = containers.checked_sh(master, "cat /etc/llama-rpc/server.env")
     assert "LLAMA_ARG_SPEC_TYPE=draft-simple" in env and "LLAMA_ARG_N_GPU_LAYERS_DRAFT=0" in env, env
     draft_path = re.search(r"^LLAMA_ARG_SPEC_DRAFT_MODEL=(\S+)$", env, re.M).group(1)
@@ -385,6 +374,7 @@ def speculation_cases(in_use):
     assert metric(metrics, "llamacpp:spec_decode_num_accepted_tokens_total") > 0, metrics
 
     # the draft lost from disk after the deploy: the start names it (llama-server would fail and start again without end)
+    before_stop = containers.checked_sh(master, "date +%s").strip()
     assert playbook(in_use.directory, "stop.yml").returncode == 0
     containers.checked_sh(master, f"mv {draft_path} {draft_path}.gone")
     try:
@@ -394,6 +384,10 @@ def speculation_cases(in_use):
             f"decoding {draft_path} is no longer on the master. Run playbooks/deploy.yml, which fetches it again (or set " \
             "rpc_master_spec_type: none)." in " ".join(output.split()), output[-3000:]
         assert containers.sh(master, "systemctl is-active llama-server")[1].strip() != "active"
+        # stop.yml took the master's RPC server down after llama-server, start.yml brought it up before
+        assert sh(master, "systemctl is-active llama-rpc-worker@main")[1].strip() == "active"
+        journal = containers.checked_sh(master, f"journalctl -u llama-rpc-worker@main --no-pager -o cat --since @{before_stop}")
+        assert "Stopped" in journal and "Started" in journal.split("Stopped", 1)[1], journal[-2000:]
         journal = containers.checked_sh(master, "journalctl -u llama-server --no-pager -o cat")
         assert f"llama-server not started (systemd tries again): {draft_path}, the draft model" in journal, journal[-2000:]
     finally:
