@@ -412,7 +412,7 @@ def main():
                     result = tensor_plan(shape, tensor_split.worker_bounds(model, shape, len(workers)), context, workers,
                                          master, params["memory_fraction"], params["slots"], projector=projector,
                                          master_reserved=reserved, reserved_what=reserved_what,
-                                         master_share=params["master_share"] or None)
+                                         master_share=share or None)
                 else:
                     result = plan(shape, context, params["ubatch_size"], workers, master, params["memory_fraction"],
                                   params["slots"], projector=projector, master_reserved=reserved,

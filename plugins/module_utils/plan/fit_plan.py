@@ -358,13 +358,14 @@ def tensor_plan(shape, bounds, context, workers, master, fraction, slots=1, proj
         described = []
         for node in nodes:
             need = bounds["weights"] + kv + meta["compute"]
-            usable = max(master_usable - master_need, 0) if node["endpoint"] == master_share else node["usable"]
+            on_master = node["endpoint"] == master_share
+            usable = max(master_usable - master_need, 0) if on_master else node["usable"]
             described.append(dict({
                 "name": node["endpoint"], "layers": [0, shape["layers"] - 1], "layer_count": shape["layers"],
                 "output": True, "weights_bytes": bounds["weights"], "kv_bytes": kv, "compute_bytes": meta["compute"],
                 "need_bytes": need, "usable_bytes": usable,
                 "use_ratio": round(float(need) / usable, 3) if usable else None, "figures": "llama.cpp"},
-                **({"on_master": True} if node["endpoint"] == master_share else {})))
+                **({"on_master": True} if on_master else {})))
         master_node = {"name": "master", "layers": [], "layer_count": 0, "output": False, "weights_bytes": host["model"],
                        "kv_bytes": host["context"], "compute_bytes": host["compute"], "need_bytes": master_need,
                        "usable_bytes": master_usable, "figures": "llama.cpp",
