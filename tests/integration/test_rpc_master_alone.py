@@ -292,7 +292,8 @@ def test_speculative_decoding_in_tensor_mode_with_the_masters_share_writes_the_s
     layer split's without (the master alone's: the first test): a draft fetched as a release of its own (the served set
     itself, with the model's token and checksum file, so most drafts are accepted), each layer split between the worker
     and the master's own ggml-rpc-server, installed by the rpc_worker role, bound to loopback, listed first and named by
-    the plan. The drafts' counters reach /metrics. stop.yml and start.yml take the master's RPC server down and up with
+    the plan. The drafts' counters reach /metrics. The worker killed mid-stream ends the request with its name in
+    llama-server's journal, and the services' restarts bring the same text back. stop.yml and start.yml take the master's RPC server down and up with
     llama-server, and a draft lost from disk after the deploy is named by the start and by llama-server's start script.
     Back in layer mode, llama-server serves over the worker alone, then the master's RPC server stops. (An n-gram kind's
     text: tests/integration/test_speculative.py; the refusals of a foreign draft and of a draft URL that fails, on a
@@ -373,6 +374,8 @@ def speculation_cases(in_use):
     assert metric(metrics, "llamacpp:spec_decode_num_draft_tokens_total") > 0, metrics
     assert metric(metrics, "llamacpp:spec_decode_num_accepted_tokens_total") > 0, metrics
 
+    worker_lost_mid_stream(in_use, workers[1], plain)
+
     # the draft lost from disk after the deploy: the start names it (llama-server would fail and start again without end)
     before_stop = containers.checked_sh(master, "date +%s").strip()
     assert playbook(in_use.directory, "stop.yml").returncode == 0
@@ -392,6 +395,49 @@ def speculation_cases(in_use):
         assert f"llama-server not started (systemd tries again): {draft_path}, the draft model" in journal, journal[-2000:]
     finally:
         containers.checked_sh(master, f"mv {draft_path}.gone {draft_path}")
+
+
+def worker_lost_mid_stream(in_use, endpoint, plain):
+    """kill -9 of the worker while llama-server streams in tensor mode: the request ends, no hang; llama-server's journal
+    names the worker it lost (the rpc_lost_worker patch) and aborts; systemd brings both back (the worker's unit, then
+    llama-server, which waits for it) and the cluster writes the same text again."""
+    master, worker = in_use.master, in_use.worker
+    units = ((master, "llama-server"), (worker, "llama-rpc-worker@main"))
+    restarts = [int(containers.checked_sh(host, f"systemctl show {unit} -p NRestarts --value")) for host, unit in units]
+    since = containers.checked_sh(master, "date +%s").strip()
+    body = dict(GREEDY, n_predict=100000, ignore_eos=True, stream=True)
+    command = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", SMALL_SERVER_KEY, body)
+    containers.checked_sh(master, "systemd-run --collect --unit lost-worker-stream "
+                                  "--property=StandardOutput=file:/var/tmp/lost-worker-stream.out " + shlex.join(command))
+    deadline = time.monotonic() + 60
+    while metric(server(master, "/metrics")[1], "llamacpp:requests_processing") < 1:
+        assert time.monotonic() < deadline, "the streamed request never started"
+        time.sleep(0.3)
+    time.sleep(1)  # its tokens go through both RPC servers
+    containers.checked_sh(worker, "systemctl kill -s KILL llama-rpc-worker@main")
+    killed = time.monotonic()
+    while sh(master, "systemctl is-active lost-worker-stream")[1].strip() == "active":
+        assert time.monotonic() - killed < 90, "the request hung after its worker was lost"
+        time.sleep(0.3)
+    ended = time.monotonic() - killed
+    # the stream's headers came before the kill, so the cut shows as its body ending short
+    streamed = containers.checked_sh(master, "cat /var/tmp/lost-worker-stream.out")
+    assert "IncompleteRead(" in streamed and '"stop":true' not in streamed.replace(" ", ""), streamed[-2000:]
+    journal = containers.checked_sh(master, f"journalctl -u llama-server --no-pager -o cat --since @{since}")
+    assert f"Remote RPC server {endpoint} crashed or returned malformed response" in journal, journal[-3000:]
+    deadline = time.monotonic() + 180
+    while True:
+        status, answer = server(master, "/completion", body=SPECULATIVE)
+        if status == 200:
+            break
+        assert time.monotonic() < deadline, f"llama-server did not serve again after its worker was lost: {answer}"
+        time.sleep(1)
+    serving = time.monotonic() - killed
+    assert json.loads(answer)["content"] == plain
+    for (host, unit), before in zip(units, restarts):
+        assert int(containers.checked_sh(host, f"systemctl show {unit} -p NRestarts --value")) > before, unit
+    print(f"tensor mode, the worker lost mid-stream: the request ended {ended:.1f} s after the kill, llama-server served "
+          f"the same text again {serving:.1f} s after it")
 
 
 def downloading(master):
