@@ -40,6 +40,13 @@ options:
     description: Where the hashes are kept (JSON), for example beside the model.
     type: path
     required: true
+  jobs:
+    description:
+      - How many hashing processes run at once. The tensors, in file order, are cut into runs of about equal bytes, each
+        hashed by its own process, so a model in the page cache is hashed at the pace of the host's cores rather than
+        one core's (the hash is byte-serial, about 1 GB/s a core).
+      - Default, the CPUs this module may run on.
+    type: int
 attributes:
   check_mode:
     support: full
@@ -79,6 +86,7 @@ hash_rate:
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -96,21 +104,41 @@ def parts_identity(model):
     return [MANIFEST_VERSION] + [[part["path"]] + identity(part["path"]) for part in model["parts"]]
 
 
-def hash_parts(module, tool, tensors, parts):
-    """Sets each tensor's "hash", part by part, with the llama-rpc-cache helper."""
-    for part in parts:
-        in_part = [tensor for tensor in tensors if tensor["path"] == part["path"]]
-        if not in_part:
-            continue
-        ranges = [str(value) for tensor in in_part for value in (tensor["offset"], tensor["size"])]
-        rc, stdout, stderr = module.run_command([tool, "hash", part["path"]] + ranges, expand_user_and_vars=False)
-        if rc != 0:
-            module.fail_json(msg="hashing %s failed: %s" % (part["path"], stderr.strip() or rc))
-        lines = stdout.splitlines()
-        if len(lines) != len(in_part):
-            module.fail_json(msg="hashing %s gave %d hashes for %d tensors" % (part["path"], len(lines), len(in_part)))
-        for tensor, line in zip(in_part, lines):
-            tensor["hash"] = line.split()[0]
+def hash_runs(tensors, jobs):
+    """The tensors cut into runs for `jobs` processes: in file order, a run ends at its part's end or once it holds its
+    share of the bytes (a run's ranges are in one file, as the helper takes them, and read in order)."""
+    share = max(1, sum(tensor["size"] for tensor in tensors) // jobs)
+    runs, held = [], 0
+    for tensor in tensors:
+        if runs and runs[-1][-1]["path"] == tensor["path"] and held < share:
+            runs[-1].append(tensor)
+            held += tensor["size"]
+        else:
+            runs.append([tensor])
+            held = tensor["size"]
+    return runs
+
+
+def hash_run(module, tool, run):
+    """(the run, its hashes or None, why not) from one llama-rpc-cache process over the run's ranges."""
+    ranges = [str(value) for tensor in run for value in (tensor["offset"], tensor["size"])]
+    rc, stdout, stderr = module.run_command([tool, "hash", run[0]["path"]] + ranges, expand_user_and_vars=False)
+    lines = stdout.splitlines()
+    if rc != 0:
+        return run, None, stderr.strip() or str(rc)
+    if len(lines) != len(run):
+        return run, None, "%d hashes for %d tensors" % (len(lines), len(run))
+    return run, [line.split()[0] for line in lines], None
+
+
+def hash_parts(module, tool, tensors, jobs):
+    """Sets each tensor's "hash" with the llama-rpc-cache helper, `jobs` processes at once."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for run, hashes, problem in pool.map(lambda run: hash_run(module, tool, run), hash_runs(tensors, jobs)):
+            if problem is not None:
+                module.fail_json(msg="hashing %s failed: %s" % (run[0]["path"], problem))
+            for tensor, digest in zip(run, hashes):
+                tensor["hash"] = digest
 
 
 def main():
@@ -119,10 +147,15 @@ def main():
             path=dict(type="path", required=True),
             tool=dict(type="path", required=True),
             manifest=dict(type="path", required=True),
+            jobs=dict(type="int"),
         ),
         supports_check_mode=True,
     )
     params = module.params
+    jobs = params["jobs"] if params["jobs"] is not None else len(os.sched_getaffinity(0))
+    if jobs < 1:
+        module.fail_json(msg="jobs is %d: give how many hashing processes run at once (1 or more), or leave it out for "
+                         "one per CPU." % jobs)
     try:
         model = read_model(params["path"])
         before = parts_identity(model)
@@ -140,10 +173,14 @@ def main():
                              seconds=0.0, hash_rate=None)
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    # checked once here: the processes start from several threads, and each would fail the module on its own
+    if not (os.path.isfile(params["tool"]) and os.access(params["tool"], os.X_OK)):
+        module.fail_json(msg="the hashing helper %s is not an executable file: give the llama-rpc-cache program of the "
+                         "llama_build role's build." % params["tool"])
     started = time.monotonic()
     for _try in range(HASH_TRIES):
         tensors = hashed_tensors(model)
-        hash_parts(module, params["tool"], tensors, model["parts"])
+        hash_parts(module, params["tool"], tensors, jobs)
         try:
             if parts_identity(model) == before:
                 break

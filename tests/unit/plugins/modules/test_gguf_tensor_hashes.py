@@ -28,6 +28,33 @@ def test_each_name_is_llama_cpps_hash_of_the_tensors_bytes(tool, model, tmp_path
     assert record["digest"] == tensor_cache.record_digest(result["tensors"])
 
 
+def test_several_processes_give_the_hashes_one_gives(tool, model, tmp_path, capsys):
+    """The tensors cut into runs, each hashed by its own process, all at once: the same record as one process."""
+    one = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "1.json"), jobs=1)
+    several = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "4.json"),
+                         jobs=4)
+    assert several["tensors"] == one["tensors"] and len(one["tensors"]) == 6
+    refused = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=tool, manifest=str(tmp_path / "0.json"),
+                         jobs=0)
+    assert refused["failed"] and refused["msg"] == ("jobs is 0: give how many hashing processes run at once (1 or more), "
+                                                    "or leave it out for one per CPU.")
+    assert not (tmp_path / "0.json").exists()
+    missing = run_module(gguf_tensor_hashes.main, capsys, path=str(model), tool=str(tmp_path / "gone"),
+                         manifest=str(tmp_path / "0.json"))
+    assert missing["failed"] and missing["msg"] == ("the hashing helper %s is not an executable file: give the "
+                                                    "llama-rpc-cache program of the llama_build role's build." % (tmp_path / "gone"))
+
+
+def test_the_runs_share_the_bytes_and_never_cross_a_part():
+    tensors = [{"path": path, "size": size} for path, size in
+               (("a", 40), ("a", 40), ("a", 40), ("a", 40), ("b", 10), ("b", 30), ("c", 200))]
+    runs = gguf_tensor_hashes.hash_runs(tensors, 4)  # a share: 100 bytes
+    assert [[(t["path"], t["size"]) for t in run] for run in runs] == [
+        [("a", 40), ("a", 40), ("a", 40)], [("a", 40)], [("b", 10), ("b", 30)], [("c", 200)]]
+    assert gguf_tensor_hashes.hash_runs(tensors, 1) == [tensors[:4], tensors[4:6], tensors[6:]]
+    assert [len(run) for run in gguf_tensor_hashes.hash_runs(tensors, 10_000)] == [1] * 7
+
+
 def test_the_manifest_spares_a_rerun_and_a_changed_file_is_hashed_again(tool, model, tmp_path, capsys):
     copy = tmp_path / "big.gguf"
     shutil.copyfile(model, copy)
@@ -87,7 +114,7 @@ def test_a_part_rewritten_during_its_hash_is_hashed_again_and_the_record_is_of_w
     shutil.copyfile(model, copy)
     manifest = tmp_path / "m.json"
     result = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=changing_tool(tool, tmp_path, copy, 1),
-                        manifest=str(manifest))
+                        manifest=str(manifest), jobs=1)
     assert result["changed"] and (tmp_path / "runs").read_text().strip() == "2", "hashed once more after the change"
     fresh = run_module(gguf_tensor_hashes.main, capsys, path=str(copy), tool=tool, manifest=str(tmp_path / "fresh.json"))
     assert result["tensors"] == fresh["tensors"], "the record is of the bytes as they are now"
