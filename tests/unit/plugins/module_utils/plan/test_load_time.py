@@ -112,14 +112,16 @@ def test_states_are_checked():
         reference_70b(state="lukewarm")
 
 
-def moe_400gb_on_three_c8g_48xlarge(hash_threads=1, known_hashes=False, rate_mib=1000):
+def moe_400gb_on_three_c8g_48xlarge(hash_threads=1, known_hashes=False, rate_mib=1000, first_deploy=False):
     """A 400 GB MoE (61 layers, nearly every byte in expert tensors over 10 MiB) on three c8g.48xlarge (384 GiB each):
     the plan spreads it over the master and two workers, a third each; the workers' caches and the master's file on
     gp3 at 1,000 MiB/s, a cluster placement group (10 Gbps per flow). After a stop every page cache is empty: the
-    master reads the whole file from its volume, each worker its cache files from its own."""
+    master reads the whole file from its volume, each worker its cache files from its own. At a first deploy the
+    master's 384 GiB hold the file it has just fetched, and each worker's the cache files the staging has just written
+    beside its 133 GB of weights."""
     share = 400e9 / 3
-    workers = [dict(gp3_worker(share, memory_gib=384, rate_mib=rate_mib), cache_in_memory=False)] * 2
-    master = {"disk_read": rate_mib * MIB, "cached_bytes": 0}
+    workers = [dict(gp3_worker(share, memory_gib=384, rate_mib=rate_mib), cache_in_memory=first_deploy)] * 2
+    master = {"disk_read": rate_mib * MIB, "cached_bytes": 400e9 if first_deploy else 0}
     return load_time.predict(2 * share, 2 * share * 0.99, 61 * 12, workers, master,
                              load_time.figure("flow_rate_placement_group"), "staged", master_bytes=share,
                              hash_threads=hash_threads, known_hashes=known_hashes)
@@ -241,3 +243,56 @@ def test_the_known_hashes_master_on_one_machine_is_bound_by_its_disk_or_its_core
     assert one_disk["seconds"] > free["seconds"] and one_disk["bound"] == "the one disk the master and the workers read"
     few_cores = load_time.predict(2 * share, 2 * share, 64, workers, master, 5e9, "staged", known_hashes=True, shared_cores=1)
     assert few_cores["bound"] == "the cores the master and the workers share (1)"
+
+
+def first_deploy(model_bytes, load, share, master_vcpus, hashed_bytes, source_rate):
+    """A first deploy onto fresh instances, stage by stage, each (seconds, what bounds it): the instances' launch, the
+    build (once for the CPU, on the master: the workers receive it), the fetch onto the master's volume, the record of
+    the tensor hashes (one process per vCPU over the page-cached model), deploy.yml's own tasks, the staging of each
+    worker's share (all workers at once, each over its own flow into its cache) and the first load from the staged
+    caches. Package installs and the API calls before the launch are not counted."""
+    build_spread = load_time.figure("build_cpu_s") / master_vcpus
+    stages = {
+        "launch to SSH": (load_time.figure("ec2_launch_s"), "the instances' launch (a third-party figure)"),
+        "build": (max(build_spread, load_time.figure("build_longest_s")),
+                  "the longest single compile" if load_time.figure("build_longest_s") > build_spread
+                  else "the compile's CPU-seconds over the master's vCPUs"),
+        "fetch": (model_bytes / min(source_rate, load_time.figure("gp3_max_rate")),
+                  "the volume's 1,000 MiB/s" if load_time.figure("gp3_max_rate") < source_rate else "the source's rate"),
+        "hash record": (hashed_bytes / (master_vcpus * load_time.figure("hash_rate")), "the master's cores"),
+        "deploy's tasks": (load_time.figure("deploy_tasks_s"), "deploy.yml's checks and steps"),
+        "staging": (share / min(load_time.figure("flow_rate_placement_group"), load_time.figure("worker_store_rate")),
+                    "each worker storing its share on one core, all at once"),
+        "first load": (load["seconds"], load["bound"]),
+    }
+    return stages, sum(seconds for seconds, _bound in stages.values())
+
+
+def test_a_first_deploy_from_the_launch_to_the_first_token_on_aws():
+    """Predicted, nothing measured on AWS: the README's 70B on its three instances and a 400 GB MoE on three
+    c8g.48xlarge, from S3 in the region (the volume bounds it) and through an internet gateway (5 Gbps over several
+    flows), with the stock master and the known-hashes build. The 70B is up in under four minutes from S3 with known
+    hashes, no stage most of it; the 400 GB set's fetch, staging and first load are over 80% of its time."""
+    sent, hashed, _tensors, token_embd = llama_70b_q4_0()
+    # S3 in the region: 8 connections (rpc_master_model_download_connections), each one flow
+    sources = {"S3": 8 * load_time.figure("flow_rate"), "an internet gateway": load_time.figure("internet_gateway_rate")}
+    cases = {
+        "70B Q4_0, the README's recipe": (sent + token_embd, lambda known: staged_70b(False, known_hashes=known), sent / 2,
+                                          32, hashed),
+        "400 GB MoE, 3 x c8g.48xlarge": (400e9, lambda known: moe_400gb_on_three_c8g_48xlarge(known_hashes=known, first_deploy=True),
+                                         400e9 / 3, 192, 400e9 * 0.99),
+    }
+    found = {}
+    for name, (model_bytes, load, share, vcpus, hashed_bytes) in cases.items():
+        for source, rate in sources.items():
+            for known in (False, True):
+                stages, total = first_deploy(model_bytes, load(known), share, vcpus, hashed_bytes, rate)
+                found[(name, source, known)] = stages, total
+                print(f"first deploy, {name}, from {source}, {'known hashes' if known else 'stock'}: {total:.0f} s to "
+                      f"the first token; " + "; ".join(f"{stage} {seconds:.0f} s ({bound})"
+                                                       for stage, (seconds, bound) in stages.items()))
+                if name.startswith("400 GB"):
+                    assert sum(stages[stage][0] for stage in ("fetch", "staging", "first load")) > 0.8 * total, stages
+                else:
+                    assert max(seconds for seconds, _bound in stages.values()) < total / 2, "no stage is most of it"
+    assert found[("70B Q4_0, the README's recipe", "S3", True)][1] < 240
