@@ -27,10 +27,12 @@ debian_mirror() {
 # step before its deploy); the roles' own installs are still run on the bookworm hosts, from nothing.
 preinstalled() {
   [ "$1" = trixie ] || return 0
-  local compile
+  local compile worker
   compile=$(sed -n 's/^_llama_build_compile_packages: *\[\(.*\)\]$/\1/p' "$REPO_ROOT/roles/llama_build/vars/main.yml" | tr -d ,)
   [ -n "$compile" ] || die "no _llama_build_compile_packages list in roles/llama_build/vars/main.yml"
-  echo "$compile nftables libgomp1 prometheus-node-exporter"
+  worker=$(sed -n 's/^bed_worker_packages: *\[\(.*\)\]$/\1/p' "$REPO_ROOT/molecule/cluster/vars/worker_packages.yml" | tr -d ,)
+  [ -n "$worker" ] || die "no bed_worker_packages list in molecule/cluster/vars/worker_packages.yml"
+  echo "$compile $worker"
 }
 
 # The rootfs depends on what debootstrap is asked for; the image on that rootfs, the Dockerfile and what it preinstalls.
