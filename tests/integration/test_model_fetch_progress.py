@@ -63,13 +63,15 @@ def test_progress_is_printed_while_a_set_downloads(published, tmp_path):
 def test_the_whole_transfer_is_bounded_and_its_bytes_kept(published, tmp_path):
     directory, paths = published
     total = sum(path.stat().st_size for path in paths)
-    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN, rate=total // 30)
+    # cut at 6 s of a transfer the cap makes last about 20: under load a playbook's start takes seconds of it, and the
+    # cut must still have kept whole blocks for the next run to resume from
+    server = model_server.serve(directory, llama_cpp.free_port(), token=TOKEN, rate=total // 60)
 
     def sent():
         return sum(count for name, count in server.RequestHandlerClass.sent.items() if name.endswith(".gguf"))
     try:
         base = "http://127.0.0.1:%d" % server.server_address[1]
-        run, _result = fetch(tmp_path, base, progress_seconds=1, total_timeout=3)
+        run, _result = fetch(tmp_path, base, progress_seconds=1, total_timeout=6)
         # what the cut run's connections took and kept, once the host has stopped writing into them and the cut
         # download has stopped writing its files (the bytes in flight at the cut count there)
         first = -1
@@ -82,7 +84,7 @@ def test_the_whole_transfer_is_bounded_and_its_bytes_kept(published, tmp_path):
         second = sent() - first
     finally:
         server.shutdown()
-    assert run.returncode != 0 and "were not all fetched and verified within 3s (rpc_master_model_download_timeout)" in run.stdout
+    assert run.returncode != 0 and "were not all fetched and verified within 6s (rpc_master_model_download_timeout)" in run.stdout
     assert "the next run resumes" in run.stdout and partial > 0
     assert again.returncode == 0 and result["done"], again.stdout[-3000:]
     assert sum(part["resumed_from"] for part in result["parts"] if "resumed_from" in part) > 0
