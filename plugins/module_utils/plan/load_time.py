@@ -68,20 +68,6 @@ FIGURES = {
                     "port open, m7i.large with Amazon Linux 2023, one run: 1.8 s API call, 16.4 s pending to running, "
                     "3.0 s boot to SSH (https://github.com/brevdev/ec2-coldboot-research/blob/main/docs/"
                     "start-stopped-results.md); not measured on AWS here"),
-    "ec2_launch_s": (25.8, "s", "third-party measurement: a new EC2 instance from the RunInstances call to its SSH port "
-                     "open, m7i.large with Amazon Linux 2023, mean of 3 runs: 4.8 s API call, 17.8 s pending to running, "
-                     "3.2 s boot to SSH (https://github.com/brevdev/ec2-coldboot-research/blob/main/docs/"
-                     "cold-baseline-results.md); not measured on AWS here"),
-    "internet_gateway_rate": (5e9 / 8, "B/s", "AWS EC2 instance network bandwidth: traffic through an internet gateway "
-                              "gets 5 Gbps over several flows, 50% of the instance's bandwidth from 32 vCPUs on if that is "
-                              "more (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html)"),
-    "build_cpu_s": (747, "CPU-s", "measured here: the llama_build role's default programs compiled cold (its CMake "
-                    "options, no compiler cache, make -j2): 201 compiles and links, user and system CPU-seconds"),
-    "build_longest_s": (26.8, "s", "measured here: the longest single compile of that build (cpp-httplib), below which no "
-                        "number of cores takes it; CMake's configure is not counted"),
-    "deploy_tasks_s": (50, "s", "measured here: deploy.yml's own checks and steps around a first load on the local "
-                       "cluster (make bench-restart: a first deploy of the demo model, 49.6 and 54.8 s to its first "
-                       "token, the load itself about 2.5 s)"),
     "dirty_fraction": (0.20, "of memory", "Linux vm.dirty_ratio default 20%: buffered writes beyond it wait for the disk "
                        "(https://docs.kernel.org/admin-guide/sysctl/vm.html)"),
 }
