@@ -554,9 +554,14 @@ def test_ranges_cut_short_by_the_call_s_step_resume_in_the_next_call(one_file, t
         server.shutdown()
     assert steps[-1]["done"], steps[-1]
     parts = [step["parts"][0] for step in steps]
-    # each call begins where the last one's ranges stopped; a call that landed no whole block (a slow second) passes
-    # nothing on, so which call first goes on is left to the machine's speed
-    assert all(part["resumed_from"] == before["bytes"] for before, part in zip(parts, parts[1:])), parts
+    # each call begins where the last one that started the part stopped; a call that landed no whole block (a slow
+    # second) passes nothing on, and one whose second went before the part started leaves it as it was, so which
+    # call first goes on is left to the machine's speed
+    have = 0
+    for part in parts:
+        if "resumed_from" in part:
+            assert part["resumed_from"] == have, parts
+            have = part["bytes"]
     assert any(part["resumed_from"] > 0 and part["fetched"] > 0 for part in parts), parts
     assert total_sent <= os.path.getsize(path) + 4 * (1 << 20), total_sent  # at most a block per connection again
 
@@ -584,7 +589,11 @@ def test_a_file_that_changes_between_two_ranges_is_named_and_never_verified(one_
     base = "http://127.0.0.1:%d" % server.server_address[1]
     original = path.read_bytes()
     try:
-        first = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=4, step_seconds=1))
+        # calls of a second until some bytes landed: on a slow machine a call's second may go before its first block
+        for _call in range(10):
+            first = run_module(model_fetch.main, capsys, **fetch_arguments(base, tmp_path, connections=4, step_seconds=1))
+            if first["parts"][0].get("bytes"):
+                break
         assert not first["done"] and first["parts"][0]["bytes"] > 0, first
         replaced = bytearray(original)
         replaced[-4096:] = os.urandom(4096)
