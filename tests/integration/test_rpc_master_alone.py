@@ -118,28 +118,40 @@ def worker_cache(worker):
     return containers.checked_sh(worker, f"ls {CACHE_DIR}").split()
 
 
+def stream_in_a_unit(master, unit, body):
+    """A streamed /completion request run on the master as a transient unit (it outlives this call); its output goes to
+    the returned file."""
+    command = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", SMALL_SERVER_KEY, body)
+    output = f"/var/tmp/{unit}.out"
+    containers.checked_sh(master, f"systemd-run --collect --unit {unit} --property=StandardOutput=file:{output} "
+                                  + shlex.join(command))
+    return output
+
+
+def wait_for_the_unit_to_end(master, unit, timeout, what):
+    """Seconds until the transient unit ended; asserts it did within timeout (what names the wait)."""
+    began = time.monotonic()
+    while containers.sh(master, f"systemctl is-active {unit}")[1].strip() == "active":
+        assert time.monotonic() - began < timeout, f"{what}: still running after {timeout} s"
+        time.sleep(0.3)
+    return time.monotonic() - began
+
+
 class HeldStream:
     """A streaming request held in the middle while something else happens: its worker paused, as a decode step of
     minutes would be. release() lets the worker go on and returns the whole answer (asserted complete)."""
 
     def __init__(self, in_use, unit, tokens=64):
         self.master, self.worker, self.unit = in_use.master, in_use.worker, unit
-        body = dict(GREEDY, n_predict=tokens, stream=True)
-        command = llama_cpp.request_on_master(llama_cpp.container_server_url(self.master) + "/completion",
-                                              SMALL_SERVER_KEY, body)
-        self.output = f"/var/tmp/{unit}.out"
         containers.checked_sh(self.worker, "systemctl kill -s SIGSTOP llama-rpc-worker@main")
-        containers.checked_sh(self.master, f"systemd-run --unit {unit} --property=StandardOutput=file:{self.output} "
-                                           + shlex.join(command))
+        self.output = stream_in_a_unit(self.master, unit, dict(GREEDY, n_predict=tokens, stream=True))
         self.released = False
 
     def release(self, timeout=120):
         if not self.released:
             self.released = True
             containers.checked_sh(self.worker, "systemctl kill -s SIGCONT llama-rpc-worker@main")
-        deadline = time.monotonic() + timeout
-        while containers.sh(self.master, f"systemctl is-active {self.unit}")[1] == "active" and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_for_the_unit_to_end(self.master, self.unit, timeout, "the held stream after its worker went on")
         status, streamed = llama_cpp.answer(containers.checked_sh(self.master, f"cat {self.output}"))
         assert status == 200 and streamed.count("data: ") > 1 and '"stop":true' in streamed.replace(" ", ""), streamed[-2000:]
         return streamed
@@ -405,10 +417,7 @@ def worker_lost_mid_stream(in_use, endpoint, plain):
     units = ((master, "llama-server"), (worker, "llama-rpc-worker@main"))
     restarts = [int(containers.checked_sh(host, f"systemctl show {unit} -p NRestarts --value")) for host, unit in units]
     since = containers.checked_sh(master, "date +%s").strip()
-    body = dict(GREEDY, n_predict=100000, ignore_eos=True, stream=True)
-    command = llama_cpp.request_on_master(llama_cpp.container_server_url(master) + "/completion", SMALL_SERVER_KEY, body)
-    containers.checked_sh(master, "systemd-run --collect --unit lost-worker-stream "
-                                  "--property=StandardOutput=file:/var/tmp/lost-worker-stream.out " + shlex.join(command))
+    output = stream_in_a_unit(master, "lost-worker-stream", dict(GREEDY, n_predict=100000, ignore_eos=True, stream=True))
     deadline = time.monotonic() + 60
     while metric(server(master, "/metrics")[1], "llamacpp:requests_processing") < 1:
         assert time.monotonic() < deadline, "the streamed request never started"
@@ -416,12 +425,9 @@ def worker_lost_mid_stream(in_use, endpoint, plain):
     time.sleep(1)  # its tokens go through both RPC servers
     containers.checked_sh(worker, "systemctl kill -s KILL llama-rpc-worker@main")
     killed = time.monotonic()
-    while sh(master, "systemctl is-active lost-worker-stream")[1].strip() == "active":
-        assert time.monotonic() - killed < 90, "the request hung after its worker was lost"
-        time.sleep(0.3)
-    ended = time.monotonic() - killed
+    ended = wait_for_the_unit_to_end(master, "lost-worker-stream", 90, "the request after its worker was lost")
     # the stream's headers came before the kill, so the cut shows as its body ending short
-    streamed = containers.checked_sh(master, "cat /var/tmp/lost-worker-stream.out")
+    streamed = containers.checked_sh(master, f"cat {output}")
     assert "IncompleteRead(" in streamed and '"stop":true' not in streamed.replace(" ", ""), streamed[-2000:]
     journal = containers.checked_sh(master, f"journalctl -u llama-server --no-pager -o cat --since @{since}")
     assert f"Remote RPC server {endpoint} crashed or returned malformed response" in journal, journal[-3000:]
