@@ -7,8 +7,9 @@ and the record of the tensor hashes written by the collection's own module (gguf
 page cache of the model file and of every cache file is dropped (posix_fadvise DONTNEED), so their reads come from the
 disk. For each model size and each master: the wall time of llama-completion from its start to its end after one token, the
 load's own time, the bytes of the model file the master read (its page-cache residency after the load: fincore), and
-the load-time model's prediction beside the load, with this run's constants (the disk's read rate among them; the
-master and both workers share this machine's cores and its one disk, and the prediction says so). Prints the figures;
+the load-time model's prediction beside the load, with this run's constants (the disk's read rate among them, and the
+disk as a real worker reads its cache files on a hit; the master and both workers share this machine's cores and its
+one disk, and the prediction says so). Prints the figures;
 asserts nothing.
 
     python -m tests.bench.start [--sizes-gb 1,3,6] [--embd 4096]
@@ -272,7 +273,8 @@ def main():
         record = model.parent / f".{model.name}.tensors.json"
         module("gguf_tensor_hashes", {"path": str(model), "tool": tool, "manifest": str(record)}, work)
         # the real worker's hit, as the model takes it: one worker holding the whole model in its page-cached cache
-        # files, filled by the known-hashes master's one lane (its own account of the fill, the warmup pass left out)
+        # files, filled by the known-hashes master's one lane (its own account of the fill, the warmup pass left out);
+        # then the same with the files dropped, whose extra time is the disk as the worker reads it
         rpc_hit, rpc_cold_hit = solo_hit_rates(stock, known_master, model, record, hashed, work) if known_master else (None, None)
         if rpc_hit:
             print(f"{file_bytes / 1e9:5.2f} GB: a worker's hit over RPC {rpc_hit / 1e9:.2f} GB/s, alone on this machine "
