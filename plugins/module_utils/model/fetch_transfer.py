@@ -83,6 +83,7 @@ class FetchTransfer:
                 part.pop("connections", None)
                 fetch_ranges.forget(partial)
                 os.unlink(partial)
+                part.pop("resumed_from")  # its ranges are dropped: the one stream starts from nothing
         elif self.params["connections"] > 1 and part["total"] and not part.get("ranged"):
             part["note"] = "its source answers no byte ranges: fetched over one connection"
         self.download_stream(part, partial)
@@ -100,7 +101,10 @@ class FetchTransfer:
         """A part over several connections: its unfinished ranges, taken in turn by up to `connections` threads, each
         range resumed on its own after a cut. The whole file is verified once every range has landed (finish). A source
         whose file changes under the ranges (another ETag or date) costs an attempt, and the part starts again."""
-        part["resumed_from"] = part["bytes"] = fetch_ranges.landed(state)
+        part["bytes"] = fetch_ranges.landed(state)
+        # what the part had when this call first took it up: a call can take it up again (its last block landed after
+        # the hash began, which then reads the file again), and that is still this call's resume
+        part.setdefault("resumed_from", part["bytes"])
         self.follow(partial)
         while not self.time_up():
             todo = fetch_ranges.unfinished(state)
@@ -228,7 +232,7 @@ class FetchTransfer:
     def download_stream(self, part, partial):
         """A part over one connection, resumed from the bytes it has."""
         have = os.path.getsize(partial) if os.path.exists(partial) else 0
-        part["resumed_from"] = have
+        part.setdefault("resumed_from", have)
         key = part["path"]
         while not self.time_up():
             try:
