@@ -56,6 +56,30 @@ def progress_line(host, step, started_done, started_at):
     return line + "; parts: " + ", ".join(states)
 
 
+class RunTally:
+    """What a run did over its calls, each of which reports only its own: the bytes each part fetched, and where each
+    part stood when the run first took it up (resumed_from)."""
+
+    def __init__(self):
+        self.fetched_bytes, self.fetched, self.resumed_from = 0, {}, {}
+
+    def add(self, step):
+        self.fetched_bytes += int(step.get("fetched_bytes") or 0)
+        for part in step.get("parts", []):
+            number = part["number"]
+            self.fetched[number] = self.fetched.get(number, 0) + int(part.get("fetched") or 0)
+            if "resumed_from" in part:
+                self.resumed_from.setdefault(number, part["resumed_from"])
+
+    def apply(self, step):
+        """The last call's result, with the run's figures in place of that call's."""
+        step["fetched_bytes"] = self.fetched_bytes
+        for part in step.get("parts", []):
+            part["fetched"] = self.fetched.get(part["number"], 0)
+            if part["number"] in self.resumed_from:
+                part["resumed_from"] = self.resumed_from[part["number"]]
+
+
 LEASE_SECONDS = 15
 LEASE_EVERY = 4  # seconds between two renewals: a slow connection still renews within the lease
 
@@ -111,7 +135,7 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "") if task_vars else ""
         started_at = time.monotonic()
         deadline = started_at + total_timeout if total_timeout else None
-        changed, first_done, fetched = False, None, 0
+        changed, first_done, tally = False, None, RunTally()
         run_id = uuid.uuid4().hex  # the module counts failed attempts in a row over this run's calls
         try:
             lease = None if self._task.check_mode else \
@@ -134,7 +158,7 @@ class ActionModule(ActionBase):
                                                                      lease_seconds=LEASE_SECONDS),
                                                     task_vars=task_vars)
                 changed = changed or bool(step.get("changed"))
-                fetched += int(step.get("fetched_bytes") or 0)
+                tally.add(step)
                 if first_done is None and not step.get("waiting_for"):
                     first_done = step.get("bytes_done", 0) - step.get("fetched_bytes", 0)
                 if step.get("failed") or step.get("done") or self._task.check_mode:
@@ -148,7 +172,7 @@ class ActionModule(ActionBase):
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         step["changed"] = changed
-        step["fetched_bytes"] = fetched  # every call's, not the last one's
+        tally.apply(step)
         step["seconds"] = round(time.monotonic() - started_at, 1)
         result.update(step)
         return result

@@ -188,8 +188,8 @@ release:
       type: str
 parts:
   description: Per part C(number), C(name), C(path), C(state) (C(verified), C(downloading), C(verifying), C(waiting)),
-    C(bytes) (on disk), C(total) (null until known), C(fetched) (bytes this call), C(resumed_from) (bytes it had when
-    this call resumed it), C(verified) (C(now), C(record), C(linked) from another release, C(unchecked)), and for a
+    C(bytes) (on disk), C(total) (null until known), C(fetched) (bytes this run fetched), C(resumed_from) (bytes it had
+    when this run first took it up), C(verified) (C(now), C(record), C(linked) from another release, C(unchecked)), and for a
     download C(connections) (its byte ranges fetched at once) or C(note) (why it comes over one connection).
   returned: always
   type: list
@@ -212,7 +212,7 @@ bytes_total:
   returned: always
   type: int
 fetched_bytes:
-  description: Bytes downloaded by this call.
+  description: Bytes downloaded by this run (every call's).
   returned: always
   type: int
 waiting_for:

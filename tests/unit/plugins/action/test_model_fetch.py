@@ -50,6 +50,19 @@ def test_the_module_is_called_until_done_with_a_lease_it_can_see():
     assert host.commands[0] == "touch /tmp/ansible-tmp-x/fetch.lease"  # renewed as each call begins
 
 
+def test_the_result_gives_each_part_s_bytes_over_the_run_and_where_the_run_took_it_up():
+    """Each call reports its own bytes and where it went on from; the run's result is the last call's, with the run's
+    figures: a call that only ended a part's hash (no resumed_from) does not hide where the run resumed it."""
+    def part(number, fetched, **resumed):
+        return dict(number=number, state="downloading", fetched=fetched, **resumed)
+    host = Host([{"done": False, "fetched_bytes": 7, "parts": [part(1, 4, resumed_from=100), part(2, 3, resumed_from=0)]},
+                 {"done": False, "fetched_bytes": 5, "parts": [part(1, 5, resumed_from=104), part(2, 0)]},
+                 {"done": True, "fetched_bytes": 0, "parts": [part(1, 0), part(2, 0)]}])
+    result = run(plugin(host))
+    assert result["fetched_bytes"] == 12
+    assert result["parts"] == [part(1, 9, resumed_from=100), part(2, 3, resumed_from=0)]
+
+
 def test_a_killed_run_makes_no_new_call_whose_lease_would_be_fresh_again(monkeypatch):
     host = Host([{"done": False, "fetched_bytes": 10, "bytes_done": 10, "bytes_total": 30}] * 3)
     parent = os.getppid()
