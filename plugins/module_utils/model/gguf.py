@@ -16,6 +16,7 @@ metadata. llama.cpp loads a set from its first part and finds the others beside 
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import struct
@@ -61,23 +62,32 @@ class GGUFError(ValueError):
         self.not_gguf = not_gguf
 
 
+class HeaderIncomplete(GGUFError):
+    """The first bytes of a file, read ahead of the rest (header_from_bytes), end inside its header: more are needed."""
+
+
 class _Reader:
-    def __init__(self, handle, path):
+    def __init__(self, handle, path, whole_file=True):
         self.handle = handle
         self.path = path
+        self.whole_file = whole_file  # False: the handle holds the file's first bytes only
 
-    def unpack(self, fmt):
-        size = struct.calcsize(fmt)
+    def read(self, size):
         data = self.handle.read(size)
         if len(data) != size:
+            if not self.whole_file:
+                raise HeaderIncomplete("%s: its header runs past the bytes read ahead" % self.path)
             raise GGUFError("%s: the GGUF header ends early (truncated file?)" % self.path)
-        return struct.unpack(fmt, data)[0]
+        return data
+
+    def unpack(self, fmt):
+        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
 
     def string(self):
         length = self.unpack("<Q")
         if length > 1 << 24:
             raise GGUFError("%s: a %d-byte string in the header: not a GGUF file, or a corrupt one" % (self.path, length))
-        return self.handle.read(length).decode("utf-8", errors="replace")
+        return self.read(length).decode("utf-8", errors="replace")
 
     def value(self, kind, whole=False):
         """One value; an array longer than the reader keeps is only counted ({"array_length"}), unless whole."""
@@ -93,9 +103,7 @@ class _Reader:
                 if count > _NUMBER_ARRAY_KEEP and not whole:  # skipped over in one seek
                     self.handle.seek(count * size, os.SEEK_CUR)
                     return {"array_length": count}
-                data = self.handle.read(count * size)
-                if len(data) != count * size:
-                    raise GGUFError("%s: the GGUF header ends early (truncated file?)" % self.path)
+                data = self.read(count * size)
                 return list(struct.unpack("<%d%s" % (count, _SCALARS[element_kind][1]), data))
             values = [self.value(element_kind) for _index in range(count)]
             return values if count <= _ARRAY_KEEP or whole else {"array_length": count}
@@ -136,28 +144,38 @@ def read_header(path, whole_arrays=()):
     offset is relative to the data section, file_offset to the file's start, bytes is data_bytes, size runs to the next
     tensor (padding included)."""
     path = os.fspath(path)
-    file_size = os.path.getsize(path)
     with open(path, "rb") as handle:
-        reader = _Reader(handle, path)
-        if handle.read(4) != MAGIC:
-            raise GGUFError("%s is not a GGUF file (it does not start with 'GGUF')" % path, not_gguf=True)
-        version = reader.unpack("<I")
-        if version not in (2, 3):
-            raise GGUFError("%s is GGUF version %d; this reader knows versions 2 and 3" % (path, version))
-        tensor_count = reader.unpack("<Q")
-        metadata_count = reader.unpack("<Q")
-        metadata = {}
-        for _index in range(metadata_count):
-            key = reader.string()
-            metadata[key] = reader.value(reader.unpack("<I"), whole=key in whole_arrays)
-        tensors = []
-        for _index in range(tensor_count):
-            name = reader.string()
-            dims = reader.unpack("<I")
-            shape = [reader.unpack("<Q") for _dim in range(dims)]
-            tensors.append({"name": name, "shape": shape, "type": reader.unpack("<I"), "offset": reader.unpack("<Q")})
-        alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-        data_offset = -(-handle.tell() // alignment) * alignment
+        return _parse_header(_Reader(handle, path), os.path.getsize(path), whole_arrays)
+
+
+def header_from_bytes(data, path, file_size, whole_arrays=()):
+    """read_header's dict from a file's first bytes (data, read ahead of the rest: a download's), the file being
+    file_size bytes in all and to be named path. HeaderIncomplete when its header runs past data."""
+    return _parse_header(_Reader(io.BytesIO(data), os.fspath(path), whole_file=len(data) >= file_size), file_size,
+                         whole_arrays)
+
+
+def _parse_header(reader, file_size, whole_arrays):
+    path, handle = reader.path, reader.handle
+    if handle.read(4) != MAGIC:
+        raise GGUFError("%s is not a GGUF file (it does not start with 'GGUF')" % path, not_gguf=True)
+    version = reader.unpack("<I")
+    if version not in (2, 3):
+        raise GGUFError("%s is GGUF version %d; this reader knows versions 2 and 3" % (path, version))
+    tensor_count = reader.unpack("<Q")
+    metadata_count = reader.unpack("<Q")
+    metadata = {}
+    for _index in range(metadata_count):
+        key = reader.string()
+        metadata[key] = reader.value(reader.unpack("<I"), whole=key in whole_arrays)
+    tensors = []
+    for _index in range(tensor_count):
+        name = reader.string()
+        dims = reader.unpack("<I")
+        shape = [reader.unpack("<Q") for _dim in range(dims)]
+        tensors.append({"name": name, "shape": shape, "type": reader.unpack("<I"), "offset": reader.unpack("<Q")})
+    alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+    data_offset = -(-handle.tell() // alignment) * alignment
     for tensor in tensors:
         _check_tensor(path, tensor)
     ends = sorted(tensor["offset"] for tensor in tensors) + [file_size - data_offset]
@@ -197,14 +215,19 @@ def _split_fields(header):
     return [header["metadata"].get(key) for key in SPLIT_KEYS]
 
 
-def read_model(path, whole_arrays=()):
+def read_model(path, whole_arrays=(), read_ahead=None):
     """A model from the file llama.cpp loads: a single file, or the first part of a set, whose other parts must lie
     beside it under llama.cpp's names. Returns read_header's dict for the whole model: the first part's metadata,
     every part's tensors (each with its part's path and file_offset), "parts": [{"path", "size"}] and "file_size" the
     parts' total. Refuses, naming the fix: another part than the first, a missing part, a part of another set, a
-    tensor in two parts, a set whose tensor count is not split.tensors.count."""
+    tensor in two parts, a set whose tensor count is not split.tensors.count. read_ahead: {path: read_header's dict}
+    for every part, read before the files are whole (a download's first bytes), in place of the files."""
     path = os.fspath(path)
-    first = read_header(path, whole_arrays)
+
+    def header_of(part):
+        return read_ahead[part] if read_ahead is not None else read_header(part, whole_arrays if part == path else ())
+
+    first = header_of(path)
     number, count, tensor_count = _split_fields(first)
     count = int(count or 1)
     split = split_name(path)
@@ -223,11 +246,11 @@ def read_model(path, whole_arrays=()):
     parts = [first]
     for number in range(2, count + 1):
         other = part_path(prefix, number, count)
-        if not os.path.exists(other):
+        if not (other in read_ahead if read_ahead is not None else os.path.exists(other)):
             raise GGUFError("part %d of %d of %s, %s, is not beside it: every part of a set must be in one directory "
                             "under llama.cpp's names (fetch the missing part)" % (number, count, os.path.basename(path),
                                                                                   os.path.basename(other)))
-        header = read_header(other)
+        header = header_of(other)
         fields = _split_fields(header)
         if fields != [number - 1, count, tensor_count]:
             raise GGUFError(

@@ -140,6 +140,30 @@ def test_a_set_is_read_from_its_first_part_with_every_tensor(three_parts):
     assert gguf.set_base_name(str(three_parts[0])) == "model"
 
 
+def test_a_set_read_ahead_from_its_parts_first_bytes_is_the_set_read_from_its_files(three_parts):
+    """header_from_bytes on each part's first bytes (a download's, before the rest) gives read_header's dict, and
+    read_model over them the model read from the files; bytes that end inside the header ask for more, while a whole
+    file that ends there is cut short."""
+    read_ahead = {}
+    for path in three_parts:
+        data, size = path.read_bytes(), os.path.getsize(path)
+        offset = gguf.read_header(path)["data_offset"]
+        with pytest.raises(gguf.HeaderIncomplete):
+            gguf.header_from_bytes(data[:offset - 40], path.name, size)
+        read_ahead[path.name] = gguf.header_from_bytes(data[:offset], path.name, size)
+        with pytest.raises(gguf.GGUFError) as refused:
+            gguf.header_from_bytes(data[:offset - 40], path.name, offset - 40)  # the whole file, cut in its header
+        assert not isinstance(refused.value, gguf.HeaderIncomplete) and "ends early" in str(refused.value)
+    ahead, files = gguf.read_model(three_parts[0].name, read_ahead=read_ahead), gguf.read_model(three_parts[0])
+    assert [part["size"] for part in ahead["parts"]] == [part["size"] for part in files["parts"]]
+    for tensor in files["tensors"]:
+        tensor["path"] = os.path.basename(tensor["path"])
+    assert ahead["tensors"] == files["tensors"] and ahead["metadata"] == files["metadata"]
+    with pytest.raises(gguf.GGUFError, match="part 3 of 3 of model-00001-of-00003.gguf, model-00003-of-00003.gguf, is not "
+                                             "beside it"):
+        gguf.read_model(three_parts[0].name, read_ahead={name: read_ahead[name] for name in list(read_ahead)[:2]})
+
+
 def test_a_single_file_is_a_set_of_one(tmp_path):
     model = tiny_model.write_model(tmp_path / "one.gguf")
     read = gguf.read_model(model)
