@@ -25,9 +25,10 @@ description:
   - Before any byte is fetched, the set's size (asked of each source with a one-byte request) is checked against the free
     space. When it is short, releases the switch to this one would remove anyway (O(history), O(keep)) are removed first;
     when that is not enough, it refuses, naming the figures.
-  - In check mode it reads no model byte and writes nothing; it asks each missing part's source for its first byte, so a
-    source that refuses (no token, a wrong one, a missing part) or a set that cannot fit is found before anything on the
-    master changes.
+  - In check mode it writes nothing and reads no model weight; it asks each missing part's source for its first byte and
+    reads each part's header (its first bytes, V(64 KiB) and more while the header runs past them), so a source that
+    refuses (no token, a wrong one, a missing part), a set that cannot fit, and a set llama.cpp would not load (a part
+    of another set, a tensor type the pinned llama.cpp lacks) are found before anything on the master changes.
   - Each call works for at most O(step_seconds), then returns what it has done (C(done) false until the release is
     whole); the action plugin of the same name calls it again and prints the progress between calls, and bounds the
     whole transfer. Calls on one master take turns (a lock in O(state_dir)), so one left running by a killed run is
@@ -215,6 +216,10 @@ fetched_bytes:
   description: Bytes downloaded by this run (every call's).
   returned: always
   type: int
+header_bytes:
+  description: Bytes of the parts' headers read ahead of their download (check mode).
+  returned: always
+  type: int
 waiting_for:
   description: Set when another call holds the master's fetch lock (its pid); this call did nothing.
   returned: when another call holds the lock
@@ -311,6 +316,8 @@ class Fetch(FetchState, FetchHoldings, FetchTransfer):
             self.ask_sizes(downloads)
             self.make_room(downloads, parts, name, staging)
         if self.check:
+            if downloads:  # the run's look before it changes anything (its room is found): the set's headers too
+                self.check_headers_ahead(parts)
             return self.release
         os.makedirs(staging, mode=0o755, exist_ok=True)
         for part in parts:
@@ -367,7 +374,7 @@ class Fetch(FetchState, FetchHoldings, FetchTransfer):
         for part, source in zip(parts, params["sources"]):
             part["origin"], part["src"] = part.get("src"), source
         downloading = any("://" in str(part.get("src") or "") for part in parts)
-        self.release, self.needed = None, 0
+        self.release, self.needed, self.header_bytes = None, 0, 0
         result = dict(changed=False, done=False, model_path="", release=None, removed=[], parts=[], needed_bytes=0,
                       bytes_done=0, bytes_total=0, fetched_bytes=0)
         step = params["step_seconds"]
@@ -409,7 +416,7 @@ class Fetch(FetchState, FetchHoldings, FetchTransfer):
         done_bytes = sum(part["bytes"] + (part["hashed"] or 0) for part in work)
         result.update(changed=self.changed, done=not errors and self.release_whole(parts, downloading),
                       removed=self.removed, needed_bytes=self.needed, bytes_done=min(done_bytes, total),
-                      bytes_total=total, fetched_bytes=sum(part["fetched"] for part in parts),
+                      bytes_total=total, fetched_bytes=sum(part["fetched"] for part in parts), header_bytes=self.header_bytes,
                       parts=[{key: part[key] for key in PART_FIELDS if key in part} for part in parts])
         return result, " ".join(errors) or None
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_transfer
 from tests.integration.conftest import (SMALL_MASTER, SMALL_MODEL, SMALL_SERVER_KEY, SMALL_SOURCE, SMALL_WAKE_PORT,
                                         SMALL_WORKER, ROOT, serve_model_source)
 from tests.tools import containers, llama_cpp
@@ -245,8 +246,9 @@ def test_an_update_that_fails_leaves_the_served_model_as_it_was(in_use):
     mixed = update(in_use.directory, master=master,
                    extra={"rpc_master_model_src": parts, "rpc_master_model_sha256": v2[:2] + [foreign],
                           "rpc_master_model_sha256sums": ""})
-    assert_unchanged(in_use, mixed, "every part has its checksum, but the set cannot be loaded",
-                     "is not part 3 of the set of tiny-00001-of-00003.gguf")
+    # refused by the run's look ahead (each part's header read from its first bytes), before its download
+    assert_unchanged(in_use, mixed, "the set cannot be loaded, by its parts' headers read ahead of their data",
+                     "is not part 3 of the set of tiny-00001-of-00003.gguf", "Nothing of it was downloaded")
     assert "GGUF files only" not in mixed.stdout + mixed.stderr
 
     wrong = update(in_use.directory, master=master,
@@ -262,7 +264,9 @@ def test_an_update_that_fails_leaves_the_served_model_as_it_was(in_use):
 
     sent = sum(count for name, count in host_sent(master).items() if name.endswith(".gguf"))
     first_part = int(containers.checked_sh(master, "stat -c %s /srv/model-source/v2/tiny-00001-of-00003.gguf"))
-    model_host(master, refuse_after=sent + 3 + first_part, code=403)  # its first byte asked of each part, then part 1
+    # its first byte asked of each part, their headers read ahead (each within the first read), then part 1
+    headers = 3 * fetch_transfer.HEADER_FIRST_READ
+    model_host(master, refuse_after=sent + 3 + headers + first_part, code=403)
     refused = update(in_use.directory, master=master, extra=dict(V2, rpc_master_model_download_parallel=1))
     model_host(master, reset=1)
     assert_unchanged(in_use, refused, "the source refused part 2 (tiny-00002-of-00003.gguf) with the token given (HTTP 403)")

@@ -16,13 +16,68 @@ import time
 from urllib.error import HTTPError
 
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.host.file_identity import identity
-from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges, model_releases
+from ansible_collections.graviton.llama_rpc.plugins.module_utils.model import fetch_ranges, gguf, model_arch, model_releases
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.fetch_state import CHUNK, free_bytes
 from ansible_collections.graviton.llama_rpc.plugins.module_utils.model.model_download import Refused, refusal, total_of
 
 
+# A header is read ahead from its file's first bytes, this many, then four times more while it runs past them; one that
+# runs past HEADER_MOST (no published model's tokenizer comes near) is checked once its part has landed.
+HEADER_FIRST_READ = 64 << 10
+HEADER_MOST = 64 << 20
+
+
 class FetchTransfer:
     """Downloading the parts (a mixin of model_fetch's Fetch, over FetchState)."""
+
+    def check_headers_ahead(self, parts):
+        """Refuses a set llama.cpp would not load (a part of another set, parts that overlap, a tensor type the pinned
+        llama.cpp lacks, an architecture the plan cannot read) from its parts' headers, before any of its data is fetched:
+        each part to download read from its first bytes (counted in header_bytes), the others from their files on the
+        master. A header it cannot read ahead (a source that does not say its size, or is unreachable for now) leaves the
+        check to the set's landing (seal)."""
+        read_ahead = {}
+        for part in parts:
+            if part.get("todo") == "download":
+                header = self.header_ahead(part)
+                if header is None:
+                    return
+            else:
+                header = gguf.read_header(part.get("link") or part["path"])
+            read_ahead[part["file"]] = header
+        try:
+            model_arch.shape(gguf.read_model(parts[0]["file"], read_ahead=read_ahead))
+        except (gguf.GGUFError, model_arch.ArchError) as error:
+            raise Refused("the set cannot be loaded, by its parts' headers read ahead of their data: %s. Nothing of it was "
+                          "downloaded." % str(error).rstrip("."))
+
+    def header_ahead(self, part):
+        """A part's header from its source's first bytes (asked for in growing ranges, each from where the last one
+        ended), or None when it cannot be read ahead."""
+        data, asked = b"", HEADER_FIRST_READ
+        while part["total"]:
+            asked = min(asked, part["total"])
+            try:
+                with self.source.open(part["src"], len(data), last=asked - 1) as response:
+                    if response.status != 206 and data:
+                        return None  # it answers no ranges: what follows is not the bytes asked for
+                    block = response.read(asked - len(data))
+            except HTTPError as error:
+                reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
+                if reason:
+                    raise Refused(reason)
+                return None
+            except OSError:
+                return None
+            data += block
+            self.header_bytes += len(block)
+            try:
+                return gguf.header_from_bytes(data, part["file"], part["total"])
+            except gguf.HeaderIncomplete:
+                if len(data) < asked or asked >= min(HEADER_MOST, part["total"]):
+                    return None
+                asked *= 4
+        return None
 
     def ask_sizes(self, parts):
         """Each part to download: its size from its source (one byte asked), whether it answers byte ranges and its

@@ -182,6 +182,35 @@ def test_a_part_of_another_set_under_its_name_is_refused_and_nothing_switches(se
     assert snapshot(release) == files
 
 
+def test_check_mode_refuses_a_part_of_another_set_from_the_headers_before_any_weight(served, published, tmp_path, capsys,
+                                                                                     monkeypatch):
+    """The run's look ahead (check mode) reads each part's header from its first bytes, asking more while the header
+    runs past them (a first read of 256 bytes here, then up to 1 KiB): the same part of another set is refused by name,
+    nothing written, and no byte asked beyond that header's reads and the part's first byte (parts 1 and 2 are the
+    served release's, read from their files)."""
+    base, server, _first, _release, _files = served
+    directory, paths = published
+    monkeypatch.setattr(fetch_transfer, "HEADER_FIRST_READ", 256)
+    args = arguments(base, tmp_path)
+    args["sha256sums"] = ""
+    args["parts"][2]["src"] = base + "/other/" + paths[2].name
+    mixed = [paths[0], paths[1], directory / "other" / paths[2].name]
+    for part, path in zip(args["parts"], mixed):
+        part["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert 256 < gguf.read_header(mixed[2])["data_offset"] <= 1024  # read in two steps
+    before, on_disk = sent(server), sorted(str(path) for path in tmp_path.rglob("*"))
+    result = run_module(model_fetch.main, capsys, _ansible_check_mode=True, **args)
+    assert result["failed"], result
+    assert "the set cannot be loaded, by its parts' headers read ahead of their data: " in result["msg"], result["msg"]
+    assert "is not part 3 of the set of big-00001-of-00003.gguf" in result["msg"] and "Nothing of it was downloaded" \
+        in result["msg"], result["msg"]
+    assert result["header_bytes"] == 1024 and sent(server) - before == 1 + 1024
+    assert sorted(str(path) for path in tmp_path.rglob("*")) == on_disk
+    # the same set read ahead, whole: the run goes on
+    good = run_module(model_fetch.main, capsys, _ansible_check_mode=True, **arguments(base, tmp_path, prefix="/v2"))
+    assert not good.get("failed") and good["header_bytes"] > 0, good
+
+
 def test_a_download_cut_at_half_resumes_where_it_stopped(host, published, tmp_path, capsys):
     _directory, paths = published
     size = os.path.getsize(paths[0])
