@@ -161,11 +161,9 @@ def test_new_bytes_under_the_same_name_are_a_release_beside_the_served_one(serve
     assert second["fetched_bytes"] == size and sent(server) - before == size + 1  # and the byte its source was asked for
 
 
-def test_a_part_of_another_set_under_its_name_is_refused_and_nothing_switches(served, published, tmp_path, capsys):
-    """Part 3 of another upload, its checksum given (so checksums pass): the set's headers say it is not part 3 of
-    this set. Refused with that cause alone (no word about other file formats), the release never made, the served
-    one untouched."""
-    base, _server, first, release, files = served
+def mixed_set(base, published, tmp_path):
+    """The set's arguments with part 3 of another upload under its name, every checksum given (so checksums pass);
+    and the three files."""
     directory, paths = published
     args = arguments(base, tmp_path)
     args["sha256sums"] = ""
@@ -173,6 +171,15 @@ def test_a_part_of_another_set_under_its_name_is_refused_and_nothing_switches(se
     mixed = [paths[0], paths[1], directory / "other" / paths[2].name]
     for part, path in zip(args["parts"], mixed):
         part["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return args, mixed
+
+
+def test_a_part_of_another_set_under_its_name_is_refused_and_nothing_switches(served, published, tmp_path, capsys):
+    """Part 3 of another upload, its checksum given (so checksums pass): the set's headers say it is not part 3 of
+    this set. Refused with that cause alone (no word about other file formats), the release never made, the served
+    one untouched."""
+    base, _server, first, release, files = served
+    args, _mixed = mixed_set(base, published, tmp_path)
     result = run_module(model_fetch.main, capsys, **args)
     assert result["failed"] and not result["done"], result
     assert "every part has its checksum, but the set cannot be loaded" in result["msg"], result["msg"]
@@ -189,14 +196,8 @@ def test_check_mode_refuses_a_part_of_another_set_from_the_headers_before_any_we
     nothing written, and no byte asked beyond that header's reads and the part's first byte (parts 1 and 2 are the
     served release's, read from their files)."""
     base, server, _first, _release, _files = served
-    directory, paths = published
     monkeypatch.setattr(fetch_transfer, "HEADER_FIRST_READ", 256)
-    args = arguments(base, tmp_path)
-    args["sha256sums"] = ""
-    args["parts"][2]["src"] = base + "/other/" + paths[2].name
-    mixed = [paths[0], paths[1], directory / "other" / paths[2].name]
-    for part, path in zip(args["parts"], mixed):
-        part["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    args, mixed = mixed_set(base, published, tmp_path)
     assert 256 < gguf.read_header(mixed[2])["data_offset"] <= 1024  # read in two steps
     before, on_disk = sent(server), sorted(str(path) for path in tmp_path.rglob("*"))
     result = run_module(model_fetch.main, capsys, _ansible_check_mode=True, **args)
