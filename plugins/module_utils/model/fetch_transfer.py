@@ -59,15 +59,17 @@ class FetchTransfer:
             asked = min(asked, part["total"])
             try:
                 with self.source.open(part["src"], len(data), last=asked - 1) as response:
-                    if response.status != 206 and data:
-                        return None  # it answers no ranges: what follows is not the bytes asked for
+                    ranged = response.status == 206
+                    if (ranged and fetch_ranges.content_range(response.headers.get("Content-Range"))[0] != len(data)) \
+                            or (data and not ranged):
+                        return None  # not the bytes asked for (a source that answers no ranges sends the file's start)
                     block = response.read(asked - len(data))
             except HTTPError as error:
                 reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
                 if reason:
                     raise Refused(reason)
                 return None
-            except OSError:
+            except (OSError, ValueError):  # ValueError: a Content-Range that is not one
                 return None
             data += block
             self.header_bytes += len(block)
@@ -138,7 +140,7 @@ class FetchTransfer:
                 part.pop("connections", None)
                 fetch_ranges.forget(partial)
                 os.unlink(partial)
-                part.pop("resumed_from")  # its ranges are dropped: the one stream starts from nothing
+                part.pop("resumed_from", None)  # its ranges are dropped: the one stream starts from nothing
         elif self.params["connections"] > 1 and part["total"] and not part.get("ranged"):
             part["note"] = "its source answers no byte ranges: fetched over one connection"
         self.download_stream(part, partial)

@@ -212,6 +212,18 @@ def test_check_mode_refuses_a_part_of_another_set_from_the_headers_before_any_we
     assert not good.get("failed") and good["header_bytes"] > 0, good
 
 
+def test_check_mode_reads_the_headers_of_a_source_that_answers_no_ranges_from_its_start(host, published, tmp_path, capsys):
+    """A source that answers a byte range with the whole file: the header is the start of what it sends, read up to the
+    first read's size (these headers fit in it) and the rest left unread."""
+    _directory, paths = published
+    base, _server = host()
+    control(base, no_ranges=1)
+    result = run_module(model_fetch.main, capsys, _ansible_check_mode=True, **arguments(base, tmp_path))
+    assert not result.get("failed") and result["header_bytes"] == 3 * fetch_transfer.HEADER_FIRST_READ, result
+    assert all(gguf.read_header(path)["data_offset"] < fetch_transfer.HEADER_FIRST_READ < path.stat().st_size
+               for path in paths)
+
+
 def test_a_download_cut_at_half_resumes_where_it_stopped(host, published, tmp_path, capsys):
     _directory, paths = published
     size = os.path.getsize(paths[0])
