@@ -65,9 +65,7 @@ class FetchTransfer:
                         return None  # not the bytes asked for (a source that answers no ranges sends the file's start)
                     block = response.read(asked - len(data))
             except HTTPError as error:
-                reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
-                if reason:
-                    raise Refused(reason)
+                self.raise_if_refused(part, error)
                 return None
             except (OSError, ValueError):  # ValueError: a Content-Range that is not one
                 return None
@@ -81,6 +79,13 @@ class FetchTransfer:
                 asked *= 4
         return None
 
+    def raise_if_refused(self, part, error):
+        """Refused, naming the part and the variable to set, when the source's HTTP error is a refusal (a token missing
+        or refused, a part it does not have); other errors are passing faults, left to the caller."""
+        reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
+        if reason:
+            raise Refused(reason)
+
     def ask_sizes(self, parts):
         """Each part to download: its size from its source (one byte asked), whether it answers byte ranges and its
         validator, or the refusal it answers with."""
@@ -89,9 +94,7 @@ class FetchTransfer:
                 found = self.source.probe(part["src"])
                 part.update(total=found["total"], ranged=found["ranged"], validator=found["validator"])
             except HTTPError as error:
-                reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
-                if reason:
-                    raise Refused(reason)
+                self.raise_if_refused(part, error)
                 part["total"] = None  # a passing fault: the download says so, with its retries
             except OSError:
                 part["total"] = None  # unreachable now: likewise
@@ -262,9 +265,7 @@ class FetchTransfer:
                 if error.code == 416:
                     raise fetch_ranges.SourceChanged("it has no bytes %d-%d of a %d-byte file now (HTTP 416)"
                                                      % (offset, span[1], state["total"]))
-                reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
-                if reason:
-                    raise Refused(reason)
+                self.raise_if_refused(part, error)
                 self.failed_attempt(part, "HTTP %d %s" % (error.code, error.reason), key, halt)
             except (Refused, fetch_ranges.NoRanges, fetch_ranges.SourceChanged):
                 raise
@@ -321,9 +322,7 @@ class FetchTransfer:
                     part["total"] = have
                     self.finish(part, partial)
                     return
-                reason = refusal("part %d (%s)" % (part["number"], part["name"]), error, bool(self.params["token"]))
-                if reason:
-                    raise Refused(reason)
+                self.raise_if_refused(part, error)
                 self.failed_attempt(part, "HTTP %d %s" % (error.code, error.reason))
             except Refused:
                 raise
